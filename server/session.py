@@ -1,0 +1,292 @@
+"""One speaker's stream as a state machine: audio in, decode requests and caption events out.
+
+The policy of WhisperWire lives here and nowhere else:
+
+* VAD (:mod:`.vad`) cuts the stream into utterances; audio outside them is never decoded.
+* Inside an utterance a window runs from a little before the committed point (``overlap_ms`` of
+  context) to the newest audio. Every ``step_ms`` of new audio the window is decoded again; the
+  prefix two successive hypotheses agree on becomes ``final`` (:mod:`.agreement`), the rest is
+  the ``partial``. The committed audio then leaves the window, so each decode costs the
+  uncommitted audio plus the overlap, not the whole utterance.
+* At the end of an utterance (VAD hangover, ``finalize``, ``close`` or a dropped connection) the
+  window is decoded once more and everything in it becomes final with ``eou``.
+* Recently committed text is the prompt of the next decode, so sentences read on.
+
+No sockets, threads, clocks or model: the transport calls :meth:`StreamSession.feed_audio`,
+:meth:`next_decode`, :meth:`decoded` and drains :meth:`events`; times are counted in samples.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from .agreement import HypothesisBuffer, join_words, unit_key
+from .audio import MODEL_RATE
+from .decoding import DecodeRequest, DecodeResult
+from .vad import SpeechAudio, SpeechEnd, SpeechStart, VadSegmenter
+from .wire import Final, Message, Partial, Word
+
+__all__ = ["StreamOptions", "StreamSession"]
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    step_ms: int = 500  # decode again after this much new speech
+    min_window_ms: int = 300  # too little audio to say anything about
+    commit_after_ms: int = 1500  # hypotheses of shorter windows are shown, never committed
+    overlap_ms: int = 3000  # committed audio kept in the window (as decoder prefix)
+    max_window_ms: int = 24000  # Whisper sees 30 s at most; leave room
+    stall_keep_ms: int = 4000  # a full window commits all but its last this-many ms
+    prompt_chars: int = 200
+    no_speech_threshold: float = 0.6
+    logprob_threshold: float = -1.0
+    compression_ratio_threshold: float = 2.4
+
+    def samples(self, ms: int) -> int:
+        return MODEL_RATE * ms // 1000
+
+
+class _Utterance:
+    """Audio of one utterance from the window start on, with stream sample positions."""
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+        self.end: int | None = None
+        self.base = start  # stream position of the first sample held
+        self.chunks: list[np.ndarray] = []
+        self.length = 0
+        self.window_start = start
+        self.decoded_to = start
+        self.prefix: list[Word] = []  # committed words inside the window
+        self.buffer = HypothesisBuffer(committed_end=start / MODEL_RATE)
+
+    @property
+    def available(self) -> int:
+        return self.base + self.length
+
+    def append(self, samples: np.ndarray) -> None:
+        self.chunks.append(samples)
+        self.length += len(samples)
+
+    def audio(self, a: int, b: int) -> np.ndarray:
+        if len(self.chunks) > 1:
+            self.chunks = [np.concatenate(self.chunks)]
+        buf = self.chunks[0] if self.chunks else np.zeros(0, np.float32)
+        return buf[a - self.base : b - self.base]
+
+    def trim(self, to: int) -> None:
+        """Forget audio before stream sample ``to`` (it is committed and out of the window)."""
+        drop = min(to, self.available) - self.base
+        if drop <= 0:
+            return
+        whole = self.audio(self.base, self.available)
+        self.chunks = [whole[drop:].copy()]
+        self.base += drop
+        self.length -= drop
+
+
+class StreamSession:
+    """Call order: ``feed_audio``/``finalize`` whenever input arrives; then loop on
+    ``next_decode()`` (at most one request is out at a time), hand each result back with
+    ``decoded()`` and send whatever ``events()`` returns. ``flushed`` is true once everything
+    heard has been decoded and finalised."""
+
+    def __init__(
+        self,
+        options: StreamOptions,
+        vad: VadSegmenter,
+        *,
+        language: str | None = None,
+        task: str = "transcribe",
+        prompt: str | None = None,
+    ) -> None:
+        self.opt = options
+        self._vad = vad
+        self.language, self.task, self.user_prompt = language, task, prompt or ""
+        self.samples_in = 0
+        self.segment = 0
+        self._utts: deque[_Utterance] = deque()
+        self._events: list[Message] = []
+        self._ids = itertools.count(1)
+        self._in_flight: tuple[DecodeRequest, _Utterance] | None = None
+        self._partial = ""
+        self._committed_text = ""
+        self.detected_language: str | None = None
+
+    # -- input ---------------------------------------------------------------------------
+    def feed_audio(self, samples: np.ndarray) -> None:
+        """Take 16 kHz float32 mono samples, the next ones of the stream."""
+        self.samples_in += len(samples)
+        self._vad_events(self._vad.feed(samples))
+
+    def finalize(self) -> None:
+        """End the open utterance now: what was heard so far will all become final."""
+        self._vad_events(self._vad.flush())
+
+    def _vad_events(self, events: list) -> None:
+        for ev in events:
+            if isinstance(ev, SpeechStart):
+                self._utts.append(_Utterance(ev.sample))
+            elif isinstance(ev, SpeechAudio):
+                self._utts[-1].append(ev.samples)
+            elif isinstance(ev, SpeechEnd):
+                self._utts[-1].end = ev.sample
+
+    # -- decoding ------------------------------------------------------------------------
+    @property
+    def flushed(self) -> bool:
+        return self._in_flight is None and not self._utts
+
+    @property
+    def audio_seconds(self) -> float:
+        return self.samples_in / MODEL_RATE
+
+    def next_decode(self) -> DecodeRequest | None:
+        """The next window to decode, or None while one is out or nothing is due."""
+        if self._in_flight is not None or not self._utts:
+            return None
+        u = self._utts[0]
+        o = self.opt
+        hi = u.available if u.end is None else u.end
+        end = min(hi, u.window_start + o.samples(o.max_window_ms))
+        final = u.end is not None and end == u.end
+        if not final:
+            if end - u.decoded_to < o.samples(o.step_ms) and end < u.window_start + o.samples(
+                o.max_window_ms
+            ):
+                return None
+            if end - u.window_start < o.samples(o.min_window_ms):
+                return None
+        req = DecodeRequest(
+            id=next(self._ids),
+            audio=np.ascontiguousarray(u.audio(u.window_start, end), dtype=np.float32),
+            offset=u.window_start / MODEL_RATE,
+            prompt=self._prompt(u),
+            prefix=join_words(u.prefix),
+            language=self.language,
+            task=self.task,
+            final=final,
+        )
+        u.decoded_to = end
+        self._in_flight = (req, u)
+        return req
+
+    def _prompt(self, u: _Utterance) -> str:
+        """Committed text before the window (the window's own committed words are its prefix)."""
+        before = self._committed_text
+        if u.prefix:
+            before = before[: len(before) - len(join_words(u.prefix))].rstrip()
+        tail = before[-self.opt.prompt_chars :]
+        if len(before) > self.opt.prompt_chars and " " in tail:
+            tail = tail.split(" ", 1)[1]  # start on a word
+        return f"{self.user_prompt} {tail}".strip()
+
+    def failed(self, request_id: int) -> None:
+        """The engine could not decode this request; its audio stays and is asked for again."""
+        if self._in_flight is not None and self._in_flight[0].id == request_id:
+            self._in_flight[1].decoded_to = self._in_flight[1].window_start
+            self._in_flight = None
+
+    def abandon(self) -> None:
+        """Drop all undecoded audio (the engine keeps failing); ``flushed`` becomes true."""
+        self._utts.clear()
+        self._in_flight = None
+
+    def decoded(self, request_id: int, result: DecodeResult) -> None:
+        """Hand back the result of the request with this id; events become available."""
+        if self._in_flight is None or self._in_flight[0].id != request_id:
+            raise ValueError(f"no decode request {request_id} is outstanding")
+        req, u = self._in_flight
+        self._in_flight = None
+        if result.language:
+            self.detected_language = result.language
+        win_end = req.offset + req.duration
+        u.buffer.insert(self._accepted_words(req, result, win_end))
+        if req.final:
+            self._emit_final(u.buffer.commit_all(), eou=True)
+            self._update_partial(u)
+            self._utts.popleft()
+            return
+        if req.duration * 1000 >= self.opt.commit_after_ms:
+            self._emit_final(u.buffer.commit_agreed(), eou=False)
+        else:
+            u.buffer.commit_until(-1.0)  # too little audio to trust: remember, commit nothing
+        if req.duration * 1000 >= self.opt.max_window_ms - 1:
+            self._emit_final(u.buffer.commit_until(win_end - self.opt.stall_keep_ms / 1000), False)
+        self._slide_window(u)
+        self._update_partial(u)
+
+    def _slide_window(self, u: _Utterance) -> None:
+        """Start the window at the first committed word of the last ``overlap_ms``: those words
+        become the next decode's prefix, the audio before them leaves the window."""
+        committed = u.buffer.committed
+        if not committed:
+            return
+        end = u.buffer.committed_end
+        i = len(committed) - 1
+        while i > 0 and end - committed[i - 1].start <= self.opt.overlap_ms / 1000:
+            i -= 1
+        start = max(u.start, int((committed[i].start - 0.05) * MODEL_RATE))
+        if start > u.window_start:
+            u.window_start = start
+            u.trim(start)
+        u.prefix = [w for w in committed if (w.start + w.end) / 2 * MODEL_RATE >= u.window_start]
+
+    def _accepted_words(self, req: DecodeRequest, r: DecodeResult, win_end: float) -> list[Word]:
+        """The result's words in stream time, minus Whisper's known inventions."""
+        o = self.opt
+        if r.no_speech_prob > o.no_speech_threshold and r.avg_logprob < o.logprob_threshold:
+            return []  # Whisper itself says this is not speech
+        if r.compression_ratio > o.compression_ratio_threshold:
+            return []  # a repetition loop, not speech
+        out = []
+        for w in r.words:
+            start = min(req.offset + w.start, win_end)
+            out.append(Word(w.word, start, min(max(req.offset + w.end, start), win_end), w.probability))
+        # Words the aligner could not place in the audio (two or more at the end squeezed to no
+        # duration) were not said: Whisper continues its prompt over silence.
+        n = len(out)
+        while n and out[n - 1].end - out[n - 1].start < 0.02:
+            n -= 1
+        if len(out) - n >= 2:
+            out = out[:n]
+        # A run of four or more words that repeats the recent committed text is a loop.
+        keys = [unit_key(w.word) for w in out]
+        if len(keys) >= 4 and " ".join(keys) in " ".join(
+            unit_key(x) for x in self._committed_text[-400:].split()
+        ):
+            return []
+        return out
+
+    # -- events --------------------------------------------------------------------------
+    def events(self) -> list[Message]:
+        """Caption events produced since the last call, in order."""
+        out, self._events = self._events, []
+        return out
+
+    def _emit_final(self, words: list[Word], eou: bool) -> None:
+        if not words:
+            return
+        text = join_words(words)
+        self._events.append(
+            Final(self.segment, text, words[0].start, words[-1].end, tuple(words), eou)
+        )
+        self.segment += 1
+        self._partial = ""
+        self._committed_text = (self._committed_text + " " + text).strip()[-4 * self.opt.prompt_chars :]
+
+    def _update_partial(self, u: _Utterance) -> None:
+        pending = u.buffer.pending
+        text = join_words(pending)
+        if text == self._partial:
+            return
+        self._partial = text
+        if pending:
+            self._events.append(Partial(self.segment, text, pending[0].start, pending[-1].end))
+        else:
+            t = u.buffer.committed_end
+            self._events.append(Partial(self.segment, "", t, t))

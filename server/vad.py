@@ -1,0 +1,162 @@
+"""Speech segmentation: which stretches of the stream go to the decoder at all.
+
+webrtcvad alone calls any steady noise "speech" (white noise at -20 dBFS is 100 % speech at
+every aggressiveness), so a frame counts as speech only when webrtcvad says so *and* its energy
+stands ``energy_margin_db`` above a tracked noise floor (the minimum frame energy over the last
+``floor_window_ms``). Steady noise sits on its own floor and never opens an utterance; speech
+does. The decoder's no-speech check is the second gate behind this one.
+
+Pure: the frame classifier is injected (:func:`webrtc_classifier` makes the real one), time is
+counted in 16 kHz samples, and no clock is read.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Union
+
+import numpy as np
+
+from .audio import MODEL_RATE
+
+__all__ = [
+    "SpeechAudio",
+    "SpeechEnd",
+    "SpeechStart",
+    "VadEvent",
+    "VadOptions",
+    "VadSegmenter",
+    "webrtc_classifier",
+]
+
+Classifier = Callable[[bytes], bool]
+
+
+@dataclass(frozen=True)
+class VadOptions:
+    aggressiveness: int = 2
+    frame_ms: int = 30
+    pre_roll_ms: int = 300
+    onset_frames: int = 3  # this many speech frames ...
+    onset_window: int = 5  # ... among the last this many open an utterance
+    hangover_ms: int = 500  # this much non-speech closes it
+    energy_margin_db: float = 6.0
+    floor_window_ms: int = 1500
+    min_energy_db: float = -55.0  # frames quieter than this (dBFS) are never speech
+
+    def __post_init__(self) -> None:
+        if self.frame_ms not in (10, 20, 30):
+            raise ValueError("webrtcvad frames are 10, 20 or 30 ms")
+        if not 0 <= self.aggressiveness <= 3:
+            raise ValueError("aggressiveness is 0..3")
+
+    @property
+    def frame_samples(self) -> int:
+        return MODEL_RATE * self.frame_ms // 1000
+
+
+@dataclass(frozen=True)
+class SpeechStart:
+    sample: int  # stream position of the first sample of the utterance (pre-roll included)
+
+
+@dataclass(frozen=True)
+class SpeechAudio:
+    sample: int  # stream position of samples[0]
+    samples: np.ndarray
+
+
+@dataclass(frozen=True)
+class SpeechEnd:
+    sample: int  # one past the last sample of the utterance
+
+
+VadEvent = Union[SpeechStart, SpeechAudio, SpeechEnd]
+
+
+def webrtc_classifier(aggressiveness: int) -> Classifier:
+    import webrtcvad
+
+    vad = webrtcvad.Vad(aggressiveness)
+    return lambda frame: vad.is_speech(frame, MODEL_RATE)
+
+
+class VadSegmenter:
+    """Feed 16 kHz float32 audio in any chunking; get utterance events back.
+
+    Every sample inside an utterance is delivered exactly once, in order, between its
+    ``SpeechStart`` and ``SpeechEnd``; samples outside utterances are dropped. ``flush()`` closes
+    an open utterance (end of stream) and delivers a trailing partial frame with it.
+    """
+
+    def __init__(self, options: VadOptions, classify: Classifier) -> None:
+        self.opt = options
+        self._classify = classify
+        self._n = options.frame_samples
+        self._pending = np.zeros(0, np.float32)
+        self._pos = 0  # stream position of _pending[0]
+        self._pre: deque[np.ndarray] = deque(maxlen=max(1, options.pre_roll_ms // options.frame_ms))
+        self._recent: deque[bool] = deque(maxlen=options.onset_window)
+        self._energies: deque[float] = deque(
+            maxlen=max(1, options.floor_window_ms // options.frame_ms)
+        )
+        self._hang = max(1, options.hangover_ms // options.frame_ms)
+        self._silent_run = 0
+        self.in_speech = False
+
+    def feed(self, samples: np.ndarray) -> list[VadEvent]:
+        self._pending = np.concatenate([self._pending, np.asarray(samples, np.float32)])
+        out: list[VadEvent] = []
+        n = self._n
+        while len(self._pending) >= n:
+            frame, self._pending = self._pending[:n], self._pending[n:]
+            out.extend(self._frame(frame, self._pos))
+            self._pos += n
+        return out
+
+    def flush(self) -> list[VadEvent]:
+        out: list[VadEvent] = []
+        if self.in_speech:
+            if len(self._pending):
+                out.append(SpeechAudio(self._pos, self._pending))
+            end = self._pos + len(self._pending)
+            out.append(SpeechEnd(end))
+            self.in_speech = False
+        self._pos += len(self._pending)
+        self._pending = np.zeros(0, np.float32)
+        self._pre.clear()
+        self._recent.clear()
+        self._silent_run = 0
+        return out
+
+    def is_speech_frame(self, frame: np.ndarray) -> bool:
+        energy = 10.0 * np.log10(float(np.mean(frame.astype(np.float64) ** 2)) + 1e-12)
+        self._energies.append(energy)
+        floor = min(self._energies)
+        if energy < self.opt.min_energy_db or energy < floor + self.opt.energy_margin_db:
+            return False
+        pcm = (np.clip(frame, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
+        return bool(self._classify(pcm))
+
+    def _frame(self, frame: np.ndarray, pos: int) -> list[VadEvent]:
+        speech = self.is_speech_frame(frame)
+        if not self.in_speech:
+            self._pre.append(frame)
+            self._recent.append(speech)
+            if sum(self._recent) < self.opt.onset_frames:
+                return []
+            self.in_speech = True
+            self._silent_run = 0
+            pre = np.concatenate(list(self._pre))
+            start = pos + self._n - len(pre)
+            self._pre.clear()
+            self._recent.clear()
+            return [SpeechStart(start), SpeechAudio(start, pre)]
+        out: list[VadEvent] = [SpeechAudio(pos, frame)]
+        self._silent_run = 0 if speech else self._silent_run + 1
+        if self._silent_run >= self._hang:
+            self.in_speech = False
+            self._silent_run = 0
+            out.append(SpeechEnd(pos + self._n))
+        return out

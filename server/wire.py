@@ -1,0 +1,260 @@
+"""Wire protocol v1: every message of WhisperWire, defined once.
+
+The server, the Python client and the JS client (``web/wire.js``) follow this module; the
+README documents it. Each message is a frozen dataclass with a ``type`` name, ``to_json()`` for
+its dict form and :func:`encode`/:func:`decode` for its text form. Parsing never trusts input:
+anything malformed raises :class:`~whisperwire.server.errors.ProtocolError`, never ``KeyError``
+or ``AssertionError``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, Mapping, Union
+
+from .errors import ProtocolError
+
+__all__ = [
+    "ENCODINGS",
+    "MAX_SAMPLE_RATE",
+    "MIN_SAMPLE_RATE",
+    "TASKS",
+    "Close",
+    "Closed",
+    "Error",
+    "Final",
+    "Finalize",
+    "ListenParams",
+    "Partial",
+    "Ready",
+    "Word",
+    "decode",
+    "encode",
+]
+
+MIN_SAMPLE_RATE = 8000
+MAX_SAMPLE_RATE = 48000
+ENCODINGS = ("pcm_s16le", "pcm_f32le")
+TASKS = ("transcribe", "translate")
+BYTES_PER_SAMPLE = {"pcm_s16le": 2, "pcm_f32le": 4}
+
+
+def _t(x: float) -> float:
+    """Times travel as seconds rounded to milliseconds."""
+    return round(float(x), 3)
+
+
+@dataclass(frozen=True)
+class Word:
+    word: str
+    start: float
+    end: float
+    probability: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "word": self.word,
+            "start": _t(self.start),
+            "end": _t(self.end),
+            "probability": round(float(self.probability), 4),
+        }
+
+    @classmethod
+    def from_json(cls, d: Any) -> Word:
+        if not isinstance(d, Mapping):
+            raise ProtocolError("bad_message", "a word must be an object")
+        return cls(
+            word=_req(d, "word", str),
+            start=_req(d, "start", float),
+            end=_req(d, "end", float),
+            probability=_req(d, "probability", float),
+        )
+
+
+class _Message:
+    type: ClassVar[str]
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.type}
+        for f in fields(self):  # type: ignore[arg-type]
+            v = getattr(self, f.name)
+            if f.name in ("start", "end", "audio_seconds"):
+                v = _t(v)
+            elif f.name == "words":
+                v = [w.to_json() for w in v]
+            out[f.name] = v
+        return out
+
+
+@dataclass(frozen=True)
+class Finalize(_Message):
+    """Client → server: turn everything heard so far into finals; the session stays open."""
+
+    type: ClassVar[str] = "finalize"
+
+
+@dataclass(frozen=True)
+class Close(_Message):
+    """Client → server: finalize, then the server sends ``closed`` and closes with 1000."""
+
+    type: ClassVar[str] = "close"
+
+
+@dataclass(frozen=True)
+class Ready(_Message):
+    type: ClassVar[str] = "ready"
+    session: str
+    model: str
+    device: str
+    compute_type: str
+    sample_rate: int
+
+
+@dataclass(frozen=True)
+class Partial(_Message):
+    """The current hypothesis for all audio after the last final; may still change."""
+
+    type: ClassVar[str] = "partial"
+    segment: int
+    text: str
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class Final(_Message):
+    """Immutable caption text; replaces the partial of the same ``segment``."""
+
+    type: ClassVar[str] = "final"
+    segment: int
+    text: str
+    start: float
+    end: float
+    words: tuple[Word, ...] = field(default_factory=tuple)
+    eou: bool = False
+
+
+@dataclass(frozen=True)
+class Error(_Message):
+    type: ClassVar[str] = "error"
+    code: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Closed(_Message):
+    type: ClassVar[str] = "closed"
+    reason: str
+    audio_seconds: float
+
+
+Message = Union[Finalize, Close, Ready, Partial, Final, Error, Closed]
+_BY_TYPE: dict[str, type] = {
+    c.type: c for c in (Finalize, Close, Ready, Partial, Final, Error, Closed)
+}
+CLIENT_MESSAGES = ("finalize", "close")
+
+
+def encode(msg: Message) -> str:
+    return json.dumps(msg.to_json(), ensure_ascii=False, separators=(",", ":"))
+
+
+def _req(d: Mapping[str, Any], key: str, kind: type) -> Any:
+    if key not in d:
+        raise ProtocolError("bad_message", f"missing field {key!r}")
+    v = d[key]
+    if kind is float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ProtocolError("bad_message", f"field {key!r} must be a finite number")
+        return float(v)
+    if kind is int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ProtocolError("bad_message", f"field {key!r} must be an integer")
+        return v
+    if not isinstance(v, kind):
+        raise ProtocolError("bad_message", f"field {key!r} must be {kind.__name__}")
+    return v
+
+
+def decode(text: str | bytes, *, allowed: tuple[str, ...] | None = None) -> Message:
+    """Parse one JSON text message; ``allowed`` limits which types are acceptable here."""
+    try:
+        d = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProtocolError("bad_json", f"message is not valid JSON: {exc}") from None
+    if not isinstance(d, dict):
+        raise ProtocolError("bad_message", "message must be a JSON object")
+    kind = d.get("type")
+    if not isinstance(kind, str) or kind not in _BY_TYPE or (allowed and kind not in allowed):
+        raise ProtocolError("unknown_type", f"unknown message type {kind!r}")
+    cls = _BY_TYPE[kind]
+    kwargs: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.name == "words":
+            raw = d.get("words", [])
+            if not isinstance(raw, list):
+                raise ProtocolError("bad_message", "field 'words' must be a list")
+            kwargs["words"] = tuple(Word.from_json(w) for w in raw)
+        elif f.name == "eou":
+            kwargs["eou"] = bool(d.get("eou", False))
+        else:
+            typ = {"int": int, "float": float, "str": str}[str(f.type)]
+            kwargs[f.name] = _req(d, f.name, typ)
+    return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class ListenParams:
+    """Query parameters of ``GET /v1/listen``."""
+
+    sample_rate: int = 16000
+    encoding: str = "pcm_s16le"
+    language: str | None = None
+    task: str = "transcribe"
+    prompt: str | None = None
+    session: str | None = None
+
+    @property
+    def bytes_per_sample(self) -> int:
+        return BYTES_PER_SAMPLE[self.encoding]
+
+    @classmethod
+    def from_query(cls, q: Mapping[str, str]) -> ListenParams:
+        """Validate the query; raises ProtocolError with a code the client can act on."""
+        try:
+            rate = int(q.get("sample_rate", "16000"))
+        except ValueError:
+            raise ProtocolError("bad_sample_rate", "sample_rate must be an integer") from None
+        if not MIN_SAMPLE_RATE <= rate <= MAX_SAMPLE_RATE:
+            raise ProtocolError(
+                "bad_sample_rate",
+                f"sample_rate must be {MIN_SAMPLE_RATE}..{MAX_SAMPLE_RATE}, got {rate}",
+            )
+        enc = q.get("encoding", "pcm_s16le")
+        if enc not in ENCODINGS:
+            raise ProtocolError("bad_encoding", f"encoding must be one of {', '.join(ENCODINGS)}")
+        task = q.get("task", "transcribe")
+        if task not in TASKS:
+            raise ProtocolError("bad_task", f"task must be one of {', '.join(TASKS)}")
+        lang = q.get("language") or None
+        if lang is not None and not (lang == "auto" or (lang.isalpha() and 2 <= len(lang) <= 3)):
+            raise ProtocolError("bad_language", f"unsupported language {lang!r}")
+        session = q.get("session") or None
+        if session is not None and not (
+            len(session) <= 64 and all(c.isalnum() or c in "-_." for c in session)
+        ):
+            raise ProtocolError("bad_session", "session id: up to 64 of [A-Za-z0-9-_.]")
+        prompt = q.get("prompt") or None
+        if prompt is not None and len(prompt) > 1000:
+            raise ProtocolError("bad_prompt", "prompt is limited to 1000 characters")
+        return cls(rate, enc, lang, task, prompt, session)
+
+    def to_query(self) -> dict[str, str]:
+        out = {"sample_rate": str(self.sample_rate), "encoding": self.encoding, "task": self.task}
+        for k in ("language", "prompt", "session"):
+            v = getattr(self, k)
+            if v:
+                out[k] = v
+        return out
