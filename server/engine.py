@@ -236,10 +236,10 @@ class Engine:
             for t, p, x in zip(toks, prev, pre)
         ]
         results: list[tuple[list[int], float, float]] = []
-        for i, (g, t) in enumerate(zip(self._generate(enc, prompts, temperature=0.0), toks)):
+        for i, (g, t) in enumerate(zip(self._generate(enc, prompts, 0.0, max(r.duration for r in reqs)), toks)):
             tokens, avg_lp, nsp = g
             if self._needs_fallback(t, tokens, avg_lp, nsp):
-                tokens, avg_lp = self._fallback(feats[i], prompts[i], t, tokens, avg_lp)
+                tokens, avg_lp = self._fallback(feats[i], prompts[i], t, tokens, avg_lp, reqs[i].duration)
             results.append((tokens, avg_lp, nsp))
         # results hold prefix + new tokens: align them all (the prefix anchors the timing),
         # then keep the words after the prefix
@@ -266,7 +266,9 @@ class Engine:
             ]
         return out
 
-    def _generate(self, enc: Any, prompts: list[list[int]], temperature: float) -> list[tuple]:
+    def _generate(
+        self, enc: Any, prompts: list[list[int]], temperature: float, seconds: float = 30.0
+    ) -> list[tuple]:
         kw: dict[str, Any] = (
             {"beam_size": self.opt.beam_size}
             if temperature == 0
@@ -275,7 +277,9 @@ class Engine:
         res = self._wm.model.generate(
             enc,
             prompts,
-            max_length=max(len(p) for p in prompts) + self.opt.max_new_tokens,
+            # nobody says more than ~8 tokens a second: a longer output is a loop, cut it short
+            max_length=max(len(p) for p in prompts)
+            + min(self.opt.max_new_tokens, int(8 * seconds) + 16),
             return_scores=True,
             return_no_speech_prob=True,
             suppress_blank=True,
@@ -296,7 +300,8 @@ class Engine:
         return cr > o.compression_ratio_threshold or avg_lp < o.logprob_threshold
 
     def _fallback(
-        self, feats: np.ndarray, prompt: list[int], tok: Any, tokens: list[int], avg_lp: float
+        self, feats: np.ndarray, prompt: list[int], tok: Any, tokens: list[int], avg_lp: float,
+        seconds: float,
     ) -> tuple[list[int], float]:
         """Whisper's temperature fallback for one item whose greedy decode looped or was
         unsure; the least repetitive, most likely candidate wins."""
@@ -305,7 +310,7 @@ class Engine:
         enc = self._wm.model.encode(ctranslate2.StorageView.from_array(feats[None]), to_cpu=False)
         cands = [(tokens, avg_lp)]
         for temp in self.opt.temperatures[1:]:
-            toks, lp, nsp = self._generate(enc, [prompt], temperature=temp)[0]
+            toks, lp, nsp = self._generate(enc, [prompt], temp, seconds)[0]
             cands.append((toks, lp))
             if not self._needs_fallback(tok, toks, lp, nsp):
                 return toks, lp

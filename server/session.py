@@ -30,7 +30,7 @@ from .decoding import DecodeRequest, DecodeResult
 from .vad import SpeechAudio, SpeechEnd, SpeechStart, VadSegmenter
 from .wire import Final, Message, Partial, Word
 
-__all__ = ["StreamOptions", "StreamSession"]
+__all__ = ["StreamOptions", "StreamSession", "loop_start"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,25 @@ class StreamOptions:
 
     def samples(self, ms: int) -> int:
         return MODEL_RATE * ms // 1000
+
+
+def loop_start(prefix: list[str], keys: list[str]) -> int:
+    """Where Whisper's repetition loop begins in ``keys`` (the new words after ``prefix``), or
+    ``len(keys)`` if there is none: a phrase of three or more units said twice in a row, or of
+    one or two units said three times. Only repeats reaching into the new words count."""
+    seq = prefix + keys
+    n0 = len(prefix)
+    for p in range(max(1, n0), len(seq)):
+        for length in range(1, p + 1):
+            if p + length > len(seq):
+                break
+            if seq[p : p + length] != seq[p - length : p]:
+                continue
+            times = 2 if length >= 3 else 3
+            if times == 3 and (p < 2 * length or seq[p - 2 * length : p - length] != seq[p - length : p]):
+                continue
+            return max(0, p - n0)
+    return len(keys)
 
 
 class _Utterance:
@@ -241,8 +260,6 @@ class StreamSession:
         o = self.opt
         if r.no_speech_prob > o.no_speech_threshold and r.avg_logprob < o.logprob_threshold:
             return []  # Whisper itself says this is not speech
-        if r.compression_ratio > o.compression_ratio_threshold:
-            return []  # a repetition loop, not speech
         out = []
         for w in r.words:
             start = min(req.offset + w.start, win_end)
@@ -254,13 +271,11 @@ class StreamSession:
             n -= 1
         if len(out) - n >= 2:
             out = out[:n]
-        # A run of four or more words that repeats the recent committed text is a loop.
         keys = [unit_key(w.word) for w in out]
-        if len(keys) >= 4 and " ".join(keys) in " ".join(
-            unit_key(x) for x in self._committed_text[-400:].split()
-        ):
-            return []
-        return out
+        cut = loop_start([unit_key(x) for x in req.prefix.split()], keys)
+        if cut == len(keys) and r.compression_ratio > o.compression_ratio_threshold:
+            return []  # repetitive beyond repair
+        return out[:cut]  # a loop keeps what came before it
 
     # -- events --------------------------------------------------------------------------
     def events(self) -> list[Message]:

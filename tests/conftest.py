@@ -1,0 +1,99 @@
+"""Shared fixtures: the real speech in ../shared/speech, and a real server on a free port."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEECH = ROOT.parent / "shared" / "speech"
+
+
+def references() -> dict[str, str]:
+    with open(SPEECH / "references.tsv", newline="") as f:
+        return {r["file"]: r["reference"] for r in csv.DictReader(f, delimiter="\t")}
+
+
+def load16k(name: str) -> np.ndarray:
+    from whisperwire.client.audio_file import read_audio
+
+    return read_audio(str(SPEECH / name), 16000).astype(np.float32) / 32768.0
+
+
+def espeak(text: str, rate: int = 16000) -> np.ndarray:
+    """Synthetic speech from espeak-ng, as float32 at ``rate``."""
+    exe = shutil.which("espeak-ng")
+    if exe is None:
+        pytest.fail("espeak-ng is not installed (apt-get install espeak-ng)")
+    wav = subprocess.run([exe, "--stdout", text], check=True, capture_output=True).stdout
+    import io
+    import wave
+
+    with wave.open(io.BytesIO(wav)) as w:
+        sr = w.getframerate()
+        x = np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.float32) / 32768.0
+    from whisperwire.server.audio import Resampler
+
+    r = Resampler(sr, rate)
+    return np.concatenate([r.process(x), r.flush()])
+
+
+class LiveServer:
+    """The real app under uvicorn (websockets implementation) on 127.0.0.1, port 0."""
+
+    def __init__(self, config=None) -> None:  # type: ignore[no-untyped-def]
+        import uvicorn
+
+        from whisperwire.server.app import create_app
+
+        self.app = create_app(config)
+        self.server = uvicorn.Server(
+            uvicorn.Config(self.app, host="127.0.0.1", port=0, ws="websockets-sansio",
+                           log_level="warning", lifespan="on")
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> "LiveServer":
+        self.thread.start()
+        deadline = time.monotonic() + 120
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("server did not start")
+            time.sleep(0.05)
+        sock = self.server.servers[0].sockets[0]
+        self.port = sock.getsockname()[1]
+        self.url = f"ws://127.0.0.1:{self.port}"
+        self.http = f"http://127.0.0.1:{self.port}"
+        return self
+
+    def __exit__(self, *exc) -> None:  # type: ignore[no-untyped-def]
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def live_server():
+    with LiveServer() as s:
+        yield s
+
+
+@pytest.fixture(scope="session")
+def offline_model():
+    """The same embedded model, loaded for offline reference decodes."""
+    from faster_whisper import WhisperModel
+
+    from whisperwire.server.engine import resolve_model
+
+    return WhisperModel(resolve_model("embedded"), device="cpu", compute_type="int8")
+
+
+def run(coro):  # type: ignore[no-untyped-def]
+    return asyncio.run(coro)

@@ -1,0 +1,91 @@
+"""LocalAgreement over units, driven by scripted hypotheses (English and Chinese)."""
+
+from __future__ import annotations
+
+from whisperwire.server.agreement import HypothesisBuffer, join_words, split_units, unit_key
+from whisperwire.server.wire import Word
+
+
+def words(text: str, t0: float = 0.0, dur: float = 0.3) -> list[Word]:
+    return [Word(" " + w, t0 + i * dur, t0 + (i + 1) * dur, 0.9) for i, w in enumerate(text.split())]
+
+
+def test_commits_only_what_two_hypotheses_share():
+    b = HypothesisBuffer()
+    b.insert(words("and so my"))
+    assert b.commit_agreed() == []
+    assert join_words(b.pending) == "and so my"
+    b.insert(words("And so, my fellow"))
+    got = b.commit_agreed()
+    assert join_words(got) == "And so, my"  # case/punctuation folded; newer form committed
+    assert join_words(b.pending) == "fellow"
+    # the next hypothesis continues after the committed text (forced prefix)
+    b.insert(words("fellow Americans", t0=0.9))
+    assert join_words(b.commit_agreed()) == "fellow"
+    b.insert(words("Americans ask", t0=1.2))
+    assert join_words(b.commit_agreed()) == "Americans"
+    assert join_words(b.commit_all()) == "ask"
+    assert b.pending == []
+
+
+def test_disagreement_commits_nothing():
+    b = HypothesisBuffer()
+    b.insert(words("so am I"))
+    b.commit_agreed()
+    b.insert(words("so my fellow"))
+    assert join_words(b.commit_agreed()) == "so"
+    b.insert(words("am I"))
+    b.commit_agreed()
+    b.insert(words("my fellow"))
+    assert b.commit_agreed() == []
+
+
+def test_committed_words_never_overlap_or_go_back():
+    b = HypothesisBuffer(committed_end=1.0)
+    b.insert([Word(" a", 0.8, 1.2, 1), Word(" b", 1.1, 1.0, 1)])
+    out = b.commit_all()
+    assert out[0].start == 1.0
+    for prev, cur in zip(out, out[1:]):
+        assert cur.start >= prev.end and cur.end >= cur.start
+
+
+def test_commit_until_time():
+    b = HypothesisBuffer()
+    b.insert(words("one two three four"))
+    assert join_words(b.commit_until(0.65)) == "one two"
+    assert join_words(b.pending) == "three four"
+
+
+def test_chinese_units_agree_character_by_character():
+    # Whisper gives unspaced text as a few long "words"; agreement must still grow per character
+    hyps = ["我们", "我们今天", "我们今天讨论", "我们今天讨论天气"]
+    b = HypothesisBuffer()
+    committed = ""
+    for i, h in enumerate(hyps):
+        already = len(committed)
+        rest = h[already:]
+        b.insert([Word(rest, 0.1 * already, 0.1 * len(h), 0.9)])
+        committed += join_words(b.commit_agreed())
+    assert committed == "我们今天讨论"
+    assert join_words(b.pending) == "天气"
+    assert join_words(b.commit_all()) == "天气"
+
+
+def test_chinese_revision_stops_at_first_differing_character():
+    b = HypothesisBuffer()
+    b.insert([Word("天气很好", 0.0, 0.8, 0.9)])
+    b.commit_agreed()
+    b.insert([Word("天器很好吗", 0.0, 1.0, 0.9)])
+    assert join_words(b.commit_agreed()) == "天"
+
+
+def test_split_units():
+    u = split_units([Word(" 你好", 1.0, 2.0, 0.5), Word(" hello", 2.0, 2.5, 0.9)])
+    assert [w.word for w in u] == [" 你", "好", " hello"]
+    assert u[0].start == 1.0 and u[0].end == u[1].start == 1.5 and u[1].end == 2.0
+    assert [w.word for w in split_units([Word("こんにちは", 0, 1, 1)])] == list("こんにちは")
+
+
+def test_unit_key():
+    assert unit_key(" Hello,") == unit_key("hello") == "hello"
+    assert unit_key("。") == "。"

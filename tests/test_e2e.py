@@ -1,0 +1,211 @@
+"""End to end: the real server (uvicorn + websockets), the real embedded model, real speech."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import numpy as np
+import pytest
+
+from conftest import SPEECH, load16k, references, run
+from whisperwire.client.stream import StreamResult, stream_pcm
+from whisperwire.server import wire
+from whisperwire.server.audio import Resampler
+from whisperwire.server.wer import normalize, wer
+
+pytestmark = pytest.mark.e2e
+
+FILES = ["jfk.wav", "LJ001-0001.wav", "LJ001-0002.wav", "LJ001-0003.wav", "LJ001-0004.wav",
+         "LJ001-0005.wav", "LJ001-0006.wav"]
+
+
+def s16(x: np.ndarray) -> bytes:
+    return (np.clip(x, -1, 1) * 32767).astype("<i2").tobytes()
+
+
+def at_rate(x16k: np.ndarray, rate: int) -> np.ndarray:
+    r = Resampler(16000, rate)
+    return np.concatenate([r.process(x16k), r.flush()])
+
+
+def stream(server, pcm: bytes, speed: float = 0.0, **params) -> StreamResult:
+    return run(stream_pcm(server.url, pcm, wire.ListenParams(**params), speed=speed))
+
+
+def check_finals_well_formed(res: StreamResult) -> None:
+    f = res.finals
+    assert [x.segment for x in f] == list(range(len(f))), "finals are numbered 0, 1, 2, ..."
+    for a, b in zip(f, f[1:]):
+        assert b.start >= a.end - 1e-6, f"finals overlap: {a.text!r} / {b.text!r}"
+    for x in f:
+        assert x.start <= x.end and x.text.strip()
+        assert x.words and x.words[0].start >= x.start - 1e-6 and x.words[-1].end <= x.end + 1e-6
+    assert isinstance(res.messages[0][2], wire.Ready)
+    assert isinstance(res.messages[-1][2], wire.Closed)
+
+
+@pytest.fixture(scope="module")
+def corpus(offline_model):
+    refs = references()
+    audio = np.concatenate([load16k(f) for f in FILES])
+    ref = " ".join(refs[f] for f in FILES)
+    segs, _ = offline_model.transcribe(audio, language="en")
+    return audio, ref, wer(ref, " ".join(s.text for s in segs))
+
+
+def test_streaming_wer_is_close_to_offline(live_server, corpus):
+    audio, ref, offline = corpus
+    res = stream(live_server, s16(audio), speed=0)  # as fast as the socket takes it
+    check_finals_well_formed(res)
+    got = wer(ref, res.text)
+    print(f"streaming WER {got:.3f} vs offline {offline:.3f}")
+    assert got <= offline + 0.03
+    # the last words before close arrive
+    assert normalize(res.text)[-3:] == normalize(ref)[-3:]
+
+
+def test_real_time_pace_partials_before_finals(live_server):
+    audio = load16k("jfk.wav")
+    res = stream(live_server, s16(audio), speed=1.0)
+    check_finals_well_formed(res)
+    assert wer(references()["jfk.wav"], res.text) <= 0.10
+    arrivals: dict[int, list[str]] = {}
+    for _, _, m in res.messages:
+        if isinstance(m, (wire.Partial, wire.Final)):
+            arrivals.setdefault(m.segment, []).append(m.type)
+    # each final replaces the partials of its segment, never the other way round
+    for seq in arrivals.values():
+        assert seq.count("final") <= 1 and (seq[-1] == "final" or "final" not in seq)
+    with_partial = sum(1 for seq in arrivals.values() if seq[0] == "partial" and "final" in seq)
+    assert with_partial >= 0.6 * len(res.finals)
+    partials = [m for m in res.of_type(wire.Partial) if m.text]
+    assert partials, "live partial captions"
+    # words show up as partials while the audio is still arriving
+    assert res.messages.index(next(x for x in res.messages if x[2] is partials[0])) < len(res.messages) / 2
+
+
+def test_abrupt_disconnect_still_finalises_the_transcript(live_server):
+    audio = load16k("LJ001-0002.wav")  # "in being comparatively modern."
+    res = run(stream_pcm(live_server.url, s16(audio), wire.ListenParams(session="drop-test"),
+                         speed=0, end="drop"))
+    assert isinstance(res.messages[0][2], wire.Ready) if res.messages else True
+    hub = live_server.app.state.hub
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        t = hub.get("drop-test")
+        if t is not None and not t.live:
+            break
+        time.sleep(0.1)
+    t = hub.get("drop-test")
+    assert t is not None and not t.live and t.closed.reason == "disconnected"
+    assert normalize(t.text)[-2:] == ["comparatively", "modern"]
+
+
+def test_finalize_keeps_the_session_open(live_server):
+    a, b = load16k("LJ001-0002.wav"), load16k("jfk.wav")
+
+    async def go():
+        import websockets
+
+        async with websockets.connect(live_server.url + "/v1/listen") as ws:
+            msgs = [wire.decode(await ws.recv())]
+            await ws.send(s16(a))
+            await ws.send(json.dumps({"type": "finalize"}))
+            while not (isinstance(msgs[-1], wire.Final) and msgs[-1].eou):
+                msgs.append(wire.decode(await asyncio.wait_for(ws.recv(), 60)))
+            mid = len(msgs)
+            for i in range(0, len(b), 16000):
+                await ws.send(s16(b[i : i + 16000]))
+            await ws.send(json.dumps({"type": "close"}))
+            async for raw in ws:
+                msgs.append(wire.decode(raw))
+            return msgs, mid, ws.close_code
+
+    msgs, mid, code = run(go())
+    first = " ".join(m.text for m in msgs[:mid] if isinstance(m, wire.Final))
+    later = " ".join(m.text for m in msgs[mid:] if isinstance(m, wire.Final))
+    assert "comparatively modern" in " ".join(normalize(first))
+    assert wer(references()["jfk.wav"], later) <= 0.10
+    assert isinstance(msgs[-1], wire.Closed) and code == 1000
+
+
+def test_silence_then_noise_gives_no_words(live_server):
+    rng = np.random.default_rng(7)
+    silence = np.zeros(16000 * 60, np.float32)
+    white = 0.05 * rng.standard_normal(16000 * 30)
+    brown = np.cumsum(rng.standard_normal(16000 * 30))
+    brown = 0.2 * (brown - np.convolve(brown, np.ones(400) / 400, "same")) / 50
+    noise = np.concatenate([white, brown]).astype(np.float32)
+    res = stream(live_server, s16(np.concatenate([silence, noise])), speed=0)
+    texts = [m.text for _, _, m in res.messages if isinstance(m, (wire.Partial, wire.Final))]
+    assert not any(t.strip() for t in texts), texts
+    assert res.of_type(wire.Closed)[0].audio_seconds == pytest.approx(120, abs=0.1)
+
+
+@pytest.mark.parametrize("rate", [8000, 48000])
+def test_other_sample_rates(live_server, rate):
+    audio = at_rate(load16k("jfk.wav"), rate)
+    res = stream(live_server, s16(audio), speed=0, sample_rate=rate)
+    check_finals_well_formed(res)
+    assert res.messages[0][2].sample_rate == rate
+    # 8 kHz speech has nothing above 4 kHz: tiny.en on short windows loses a word or two more
+    assert wer(references()["jfk.wav"], res.text) <= (0.20 if rate == 8000 else 0.10)
+    assert res.of_type(wire.Closed)[0].audio_seconds == pytest.approx(11.0, abs=0.05)
+
+
+def test_float32_input(live_server):
+    audio = load16k("jfk.wav")
+    res = stream(live_server, audio.astype("<f4").tobytes(), speed=0, encoding="pcm_f32le")
+    check_finals_well_formed(res)
+    assert wer(references()["jfk.wav"], res.text) <= 0.10
+
+
+def test_bad_query_is_refused_with_error_and_close_code(live_server):
+    async def go():
+        import websockets
+
+        async with websockets.connect(live_server.url + "/v1/listen?sample_rate=5") as ws:
+            msg = wire.decode(await ws.recv())
+            with pytest.raises(websockets.ConnectionClosed):
+                await ws.recv()
+            return msg, ws.close_code
+
+    msg, code = run(go())
+    assert isinstance(msg, wire.Error) and msg.code == "bad_sample_rate"
+    assert code == 1003
+
+
+def test_bad_frames_get_errors_and_the_session_goes_on(live_server):
+    audio = load16k("jfk.wav")
+
+    async def go():
+        import websockets
+
+        async with websockets.connect(live_server.url + "/v1/listen") as ws:
+            await ws.recv()
+            await ws.send(b"\x01\x02\x03")  # odd length for s16
+            await ws.send("{not json")
+            await ws.send(json.dumps({"type": "dance"}))
+            await ws.send(s16(audio))
+            await ws.send(json.dumps({"type": "close"}))
+            return [wire.decode(raw) async for raw in ws]
+
+    msgs = run(go())
+    codes = [m.code for m in msgs if isinstance(m, wire.Error)]
+    assert codes == ["bad_audio", "bad_json", "unknown_type"]
+    text = " ".join(m.text for m in msgs if isinstance(m, wire.Final))
+    assert wer(references()["jfk.wav"], text) <= 0.10
+
+
+def test_health_endpoints(live_server):
+    import httpx
+
+    assert httpx.get(live_server.http + "/healthz").text == "ok"
+    r = httpx.get(live_server.http + "/readyz").json()
+    assert r["ready"] and r["device"] == "cpu" and r["compute_type"] == "int8"
+
+
+def test_speech_files_exist():
+    assert (SPEECH / "jfk.wav").is_file(), "../shared/speech must sit beside the checkout"

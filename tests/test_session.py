@@ -1,0 +1,244 @@
+"""The session state machine, driven with numbers: bursts of "speech" and a scripted decoder
+that knows which words lie where (no model, no socket, no clock)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from whisperwire.server.decoding import DecodeRequest, DecodeResult
+from whisperwire.server.session import StreamOptions, StreamSession
+from whisperwire.server.vad import VadOptions, VadSegmenter
+from whisperwire.server.wire import Final, Partial, Word
+
+SR = 16000
+
+
+def make_stream(n_words: int, word_s: float = 0.4, gap_s: float = 0.1, pause_every: int = 0,
+                pause_s: float = 1.0, lead_s: float = 1.0):
+    """Audio of loud bursts (words) separated by short gaps, optional long pauses; and the
+    ground truth [(text, start, end)]."""
+    truth, parts, t = [], [np.zeros(int(lead_s * SR), np.float32)], lead_s
+    rng = np.random.default_rng(1)
+    for i in range(n_words):
+        burst = (0.3 * rng.standard_normal(int(word_s * SR))).astype(np.float32)
+        truth.append((f"w{i}", t, t + word_s))
+        parts += [burst, np.zeros(int(gap_s * SR), np.float32)]
+        t += word_s + gap_s
+        if pause_every and (i + 1) % pause_every == 0:
+            parts.append(np.zeros(int(pause_s * SR), np.float32))
+            t += pause_s
+    parts.append(np.zeros(int(1.5 * SR), np.float32))
+    return np.concatenate(parts), truth
+
+
+class ScriptedDecoder:
+    """Returns the true words heard in the window after the prefix; a word cut by the window's
+    end comes back garbled (as Whisper's last word often is)."""
+
+    def __init__(self, truth):
+        self.truth = truth
+        self.requests: list[DecodeRequest] = []
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        self.requests.append(req)
+        a, b = req.offset, req.offset + req.duration
+        inside = [w for w in self.truth if w[2] > a + 0.05 and w[1] < b]
+        n_prefix = len(req.prefix.split())
+        out = []
+        for text, s, e in inside[n_prefix:]:
+            if e > b + 1e-6:
+                text = text + "~"  # unstable tail
+            out.append(Word(" " + text, max(s, a) - a, min(e, b) - a, 0.9))
+        return DecodeResult(tuple(out), "".join(w.word for w in out), 0.01, -0.2, 1.2)
+
+
+def energy_vad() -> VadSegmenter:
+    return VadSegmenter(VadOptions(), lambda frame: True)  # energy gate alone decides
+
+
+def drive(session, decoder, audio, chunk=1600, finalize=True, on_req=None):
+    events = []
+    for i in range(0, len(audio), chunk):
+        session.feed_audio(audio[i : i + chunk])
+        while (req := session.next_decode()) is not None:
+            if on_req and on_req(req) is False:
+                session.failed(req.id)
+                continue
+            session.decoded(req.id, decoder(req))
+        events += session.events()
+    if finalize:
+        session.finalize()
+        while (req := session.next_decode()) is not None:
+            session.decoded(req.id, decoder(req))
+        events += session.events()
+    return events
+
+
+def finals(events):
+    return [e for e in events if isinstance(e, Final)]
+
+
+@pytest.mark.parametrize("pause_every", [0, 5])
+def test_all_words_become_finals_in_order(pause_every):
+    audio, truth = make_stream(30, pause_every=pause_every)
+    s = StreamSession(StreamOptions(), energy_vad())
+    dec = ScriptedDecoder(truth)
+    ev = drive(s, dec, audio)
+    f = finals(ev)
+    assert " ".join(x.text for x in f).split() == [w[0] for w in truth]
+    assert [x.segment for x in f] == list(range(len(f)))
+    for a, b in zip(f, f[1:]):
+        assert b.start >= a.end  # never overlap
+    assert s.flushed
+    if pause_every:  # each pause ends an utterance
+        assert sum(x.eou for x in f) == 30 // pause_every
+    # a long utterance becomes several finals, not one at its end
+    assert len(f) > (30 // pause_every if pause_every else 1)
+
+
+def test_partials_come_before_their_finals_and_finals_never_repeat():
+    audio, truth = make_stream(20)
+    s = StreamSession(StreamOptions(), energy_vad())
+    ev = drive(s, ScriptedDecoder(truth), audio)
+    seen_final = set()
+    for e in ev:
+        if isinstance(e, Partial):
+            assert e.segment not in seen_final  # a partial never follows its own final
+        if isinstance(e, Final):
+            assert e.segment not in seen_final
+            seen_final.add(e.segment)
+    first_partial = next(i for i, e in enumerate(ev) if isinstance(e, Partial))
+    first_final = next(i for i, e in enumerate(ev) if isinstance(e, Final))
+    assert first_partial < first_final
+    assert not any("~" in x.text for x in finals(ev))  # unstable tails are never committed
+
+
+def test_windows_stay_bounded_and_skip_committed_audio():
+    audio, truth = make_stream(120)  # one 60 s utterance
+    opt = StreamOptions()
+    s = StreamSession(opt, energy_vad())
+    dec = ScriptedDecoder(truth)
+    drive(s, dec, audio)
+    longest = max(r.duration for r in dec.requests)
+    assert longest <= opt.max_window_ms / 1000
+    # the decoder sees each sample only a few times, not once per step for the whole utterance
+    decoded = sum(r.duration for r in dec.requests)
+    assert decoded < 12 * len(audio) / SR
+
+
+def test_finalize_mid_utterance_flushes_everything_heard():
+    audio, truth = make_stream(10, lead_s=0.5)
+    cut = int((truth[6][2] + 0.05) * SR)  # stop right after word 6
+    s = StreamSession(StreamOptions(), energy_vad())
+    ev = drive(s, ScriptedDecoder(truth), audio[:cut])
+    words = " ".join(x.text for x in finals(ev)).split()
+    assert words == [w[0] for w in truth[:7]]
+    assert finals(ev)[-1].eou
+
+
+def test_silence_never_reaches_the_decoder():
+    s = StreamSession(StreamOptions(), energy_vad())
+    dec = ScriptedDecoder([])
+    assert drive(s, dec, np.zeros(SR * 30, np.float32)) == []
+    assert dec.requests == []
+
+
+def test_whisper_no_speech_verdict_and_loops_give_no_text():
+    audio, truth = make_stream(5)
+    s = StreamSession(StreamOptions(), energy_vad())
+
+    def not_speech(req):
+        r = ScriptedDecoder(truth)(req)
+        return DecodeResult(r.words, r.text, no_speech_prob=0.9, avg_logprob=-1.5)
+
+    assert finals(drive(s, not_speech, audio)) == []
+
+    def looping(req):
+        r = ScriptedDecoder(truth)(req)
+        return DecodeResult(r.words, r.text, compression_ratio=3.0)
+
+    s = StreamSession(StreamOptions(), energy_vad())
+    assert finals(drive(s, looping, audio)) == []
+
+
+def test_words_squeezed_past_the_speech_are_dropped():
+    audio, truth = make_stream(4)
+    s = StreamSession(StreamOptions(), energy_vad())
+
+    def trailing_invention(req):
+        r = ScriptedDecoder(truth)(req)
+        if not req.final:
+            return r
+        end = req.duration
+        ghost = (Word(" thank", end, end, 0.1), Word(" you", end, end, 0.1))
+        return DecodeResult(r.words + ghost, r.text, 0.01, -0.3, 1.2)
+
+    text = " ".join(f.text for f in finals(drive(s, trailing_invention, audio)))
+    assert text.split() == ["w0", "w1", "w2", "w3"]
+
+
+def test_failed_decode_is_asked_again():
+    audio, truth = make_stream(6)
+    s = StreamSession(StreamOptions(), energy_vad())
+    fails = {"n": 0}
+
+    def flaky(req):
+        if fails["n"] < 2:
+            fails["n"] += 1
+            return False
+        return True
+
+    ev = drive(s, ScriptedDecoder(truth), audio, on_req=flaky)
+    assert " ".join(x.text for x in finals(ev)).split() == [w[0] for w in truth]
+
+
+def test_decoded_with_unknown_id_raises():
+    s = StreamSession(StreamOptions(), energy_vad())
+    with pytest.raises(ValueError):
+        s.decoded(99, DecodeResult())
+
+
+def test_prompt_carries_committed_text_and_user_prompt():
+    audio, truth = make_stream(30, pause_every=10)
+    s = StreamSession(StreamOptions(), energy_vad(), prompt="Glossary: w")
+    dec = ScriptedDecoder(truth)
+    drive(s, dec, audio)
+    last = dec.requests[-1]
+    assert last.prompt.startswith("Glossary: w")
+    assert "w19" in last.prompt
+
+
+@pytest.mark.parametrize(
+    "prefix, text, keep",
+    [
+        ("", "we choose to go to the moon", 7),
+        ("and so", "my fellow americans and so my fellow americans and so my", 3),
+        ("", "thank you thank you thank you", 4),
+        ("", "ask not what your country can do for you ask what you can do", 14),
+        ("", "no no no no", 2),
+        ("", "it was very very good", 5),
+        ("you can do", "you can do you can do", 0),
+    ],
+)
+def test_loop_start(prefix, text, keep):
+    from whisperwire.server.session import loop_start
+
+    assert loop_start(prefix.split(), text.split()) == keep
+
+
+def test_a_loop_keeps_the_words_before_it():
+    audio, truth = make_stream(3)
+    s = StreamSession(StreamOptions(), energy_vad())
+
+    def loops_at_end(req):
+        r = ScriptedDecoder(truth)(req)
+        if not req.final or not r.words:
+            return r
+        end = r.words[-1].end
+        # Whisper starts the utterance over and over, in the audio's last instant
+        rep = tuple(Word(" " + t[0], end - 0.05, end, 0.5) for t in truth) * 3
+        return DecodeResult(r.words + rep, "", 0.01, -0.3, 3.5)
+
+    text = " ".join(f.text for f in finals(drive(s, loops_at_end, audio)))
+    assert text.split() == ["w0", "w1", "w2"]

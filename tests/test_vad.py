@@ -1,0 +1,111 @@
+"""VAD segmentation: scripted frame decisions for the arithmetic, real webrtcvad for the signal
+cases (silence, tones, steady noise, espeak-ng speech)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import espeak, load16k
+from whisperwire.server.vad import (
+    SpeechAudio,
+    SpeechEnd,
+    SpeechStart,
+    VadOptions,
+    VadSegmenter,
+    webrtc_classifier,
+)
+
+N = 480  # 30 ms at 16 kHz
+
+
+def run(seg: VadSegmenter, x: np.ndarray, chunk: int = 1600, flush: bool = True):
+    ev = []
+    for i in range(0, len(x), chunk):
+        ev += seg.feed(x[i : i + chunk])
+    if flush:
+        ev += seg.flush()
+    return ev
+
+
+def spans(ev) -> list[tuple[float, float]]:
+    out, start = [], None
+    for e in ev:
+        if isinstance(e, SpeechStart):
+            start = e.sample
+        elif isinstance(e, SpeechEnd):
+            out.append((start / 16000, e.sample / 16000))
+    return out
+
+
+def real() -> VadSegmenter:
+    o = VadOptions()
+    return VadSegmenter(o, webrtc_classifier(o.aggressiveness))
+
+
+def test_scripted_onset_preroll_and_hangover():
+    # frames are "speech" where the scripted pattern says so; energy gate off (loud frames)
+    pattern = [0] * 20 + [1] * 30 + [0] * 30
+    frames = iter(pattern)
+    opt = VadOptions(energy_margin_db=-100, min_energy_db=-200)
+    seg = VadSegmenter(opt, lambda f: bool(next(frames)))
+    x = np.full(N * len(pattern), 0.1, np.float32)
+    ev = run(seg, x, chunk=777, flush=False)
+    (start, end), = spans(ev)
+    onset_frame = 20 + opt.onset_frames - 1  # third speech frame triggers
+    assert start == pytest.approx((onset_frame + 1 - opt.pre_roll_ms // 30) * 0.03)
+    hang = opt.hangover_ms // 30
+    assert end == pytest.approx((50 + hang) * 0.03)
+    # every sample inside the utterance is delivered once, in order
+    audio = [e for e in ev if isinstance(e, SpeechAudio)]
+    pos = audio[0].sample
+    for a in audio:
+        assert a.sample == pos
+        pos += len(a.samples)
+    assert pos / 16000 == pytest.approx(end)
+
+
+def test_silence_gives_nothing():
+    assert run(real(), np.zeros(16000 * 10, np.float32)) == []
+
+
+def test_steady_noise_and_tone_give_at_most_their_onset():
+    rng = np.random.default_rng(0)
+    noise = (0.1 * rng.standard_normal(16000 * 20)).astype(np.float32)
+    t = np.arange(16000 * 20) / 16000
+    tone = (0.3 * np.sin(2 * np.pi * 300 * t)).astype(np.float32)
+    for x in (noise, tone):
+        # a stream that starts with the steady sound: the floor is the sound itself
+        assert spans(run(real(), x)) == []
+        # silence, then the sound: at most one short utterance while the floor adapts
+        s = spans(run(real(), np.concatenate([np.zeros(16000 * 5, np.float32), x])))
+        assert len(s) <= 1 and all(b - a < 3.0 for a, b in s)
+
+
+def test_espeak_speech_between_silences():
+    speech = espeak("The quick brown fox jumps over the lazy dog.")
+    pad = np.zeros(16000 * 2, np.float32)
+    x = np.concatenate([pad, speech, pad])
+    s = spans(run(real(), x))
+    assert len(s) >= 1
+    voiced = np.flatnonzero(np.abs(speech) > 0.02)
+    first, last = (2 * 16000 + voiced[0]) / 16000, (2 * 16000 + voiced[-1]) / 16000
+    assert s[0][0] <= first  # pre-roll: the first syllable is not clipped
+    assert s[-1][1] >= last
+    assert s[0][0] >= 2.0 - 0.35 and s[-1][1] <= last + 1.0
+
+
+def test_real_speech_is_kept_and_chunking_does_not_matter():
+    x = load16k("LJ001-0002.wav")
+    a = spans(run(real(), x, chunk=160))
+    b = spans(run(real(), x, chunk=16000))
+    assert a == b and len(a) >= 1
+    covered = sum(e - s for s, e in a)
+    assert covered >= 0.8 * len(x) / 16000
+
+
+def test_flush_closes_open_utterance_with_tail():
+    x = load16k("LJ001-0002.wav")[: 16000]  # cut mid-speech, not frame aligned
+    x = x[: len(x) - 123]
+    ev = run(real(), x)
+    assert isinstance(ev[-1], SpeechEnd) and ev[-1].sample == len(x)

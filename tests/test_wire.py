@@ -1,0 +1,102 @@
+"""Protocol v1: every message round-trips; malformed input raises ProtocolError, never more."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from whisperwire.server import wire
+from whisperwire.server.errors import ProtocolError
+
+MESSAGES = [
+    wire.Finalize(),
+    wire.Close(),
+    wire.Ready("abc", "tiny.en", "cpu", "int8", 16000),
+    wire.Partial(3, "hello wor", 1.25, 2.5),
+    wire.Final(4, "hello world", 1.0, 2.0, (wire.Word(" hello", 1.0, 1.5, 0.9),
+                                           wire.Word(" world", 1.5, 2.0, 0.8)), True),
+    wire.Error("bad_audio", "odd length"),
+    wire.Closed("client_close", 12.5),
+]
+
+
+@pytest.mark.parametrize("msg", MESSAGES, ids=lambda m: m.type)
+def test_round_trip(msg):
+    text = wire.encode(msg)
+    assert json.loads(text)["type"] == msg.type
+    assert wire.decode(text) == msg
+
+
+def test_final_json_form_is_documented_shape():
+    d = json.loads(wire.encode(MESSAGES[4]))
+    assert d == {
+        "type": "final", "segment": 4, "text": "hello world", "start": 1.0, "end": 2.0,
+        "words": [{"word": " hello", "start": 1.0, "end": 1.5, "probability": 0.9},
+                  {"word": " world", "start": 1.5, "end": 2.0, "probability": 0.8}],
+        "eou": True,
+    }
+
+
+@pytest.mark.parametrize(
+    "text, code",
+    [
+        ("not json", "bad_json"),
+        ("[1, 2]", "bad_message"),
+        ('{"type": "launch"}', "unknown_type"),
+        ("{}", "unknown_type"),
+        ('{"type": 5}', "unknown_type"),
+        ('{"type": "partial", "segment": "x", "text": "", "start": 0, "end": 0}', "bad_message"),
+        ('{"type": "partial", "segment": 1, "text": "", "start": NaN, "end": 0}', "bad_message"),
+        ('{"type": "final", "segment": 1, "text": "", "start": 0, "end": 0, "words": 3}',
+         "bad_message"),
+        ('{"type": "ready"}', "bad_message"),
+    ],
+)
+def test_malformed(text, code):
+    with pytest.raises(ProtocolError) as e:
+        wire.decode(text)
+    assert e.value.code == code
+
+
+def test_allowed_limits_client_messages():
+    assert wire.decode('{"type":"close"}', allowed=wire.CLIENT_MESSAGES) == wire.Close()
+    with pytest.raises(ProtocolError):
+        wire.decode(wire.encode(MESSAGES[2]), allowed=wire.CLIENT_MESSAGES)
+
+
+@given(st.text(max_size=200))
+def test_decode_never_raises_anything_else(text):
+    try:
+        wire.decode(text)
+    except ProtocolError:
+        pass
+
+
+@pytest.mark.parametrize(
+    "query, code",
+    [
+        ({"sample_rate": "7999"}, "bad_sample_rate"),
+        ({"sample_rate": "48001"}, "bad_sample_rate"),
+        ({"sample_rate": "abc"}, "bad_sample_rate"),
+        ({"encoding": "mp3"}, "bad_encoding"),
+        ({"task": "summarise"}, "bad_task"),
+        ({"language": "english!"}, "bad_language"),
+        ({"session": "a b"}, "bad_session"),
+        ({"prompt": "x" * 1001}, "bad_prompt"),
+    ],
+)
+def test_listen_params_rejected(query, code):
+    with pytest.raises(ProtocolError) as e:
+        wire.ListenParams.from_query(query)
+    assert e.value.code == code
+
+
+def test_listen_params_defaults_and_round_trip():
+    p = wire.ListenParams.from_query({})
+    assert (p.sample_rate, p.encoding, p.language, p.task) == (16000, "pcm_s16le", None, "transcribe")
+    q = wire.ListenParams(48000, "pcm_f32le", "auto", "translate", "Kubernetes", "room-1")
+    assert wire.ListenParams.from_query(q.to_query()) == q
+    assert q.bytes_per_sample == 4
