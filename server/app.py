@@ -14,12 +14,12 @@ from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from . import wire
+from . import subtitles, wire
 from .audio import Resampler, pcm_to_float
 from .engine import Engine, EngineOptions
 from .errors import ClientError, close_code_for
@@ -39,6 +39,7 @@ class ServerConfig:
     vad: VadOptions = field(default_factory=VadOptions)
     max_message_bytes: int = 1 << 20  # 1 MiB: over 10 s of 48 kHz float32
     transcript_retention_s: float = 3600.0
+    max_viewers: int = 100
     web_dir: Path | None = None
 
 
@@ -185,7 +186,7 @@ def create_app(config: ServerConfig | None = None, engine: Engine | None = None)
     """The ASGI app. The engine is loaded at startup unless a loaded one is passed in."""
     config = config or ServerConfig()
     engine = engine or Engine(config.engine)
-    hub = Hub(config.transcript_retention_s)
+    hub = Hub(config.transcript_retention_s, config.max_viewers)
 
     async def listen(ws: WebSocket) -> None:
         await ws.accept()
@@ -204,6 +205,58 @@ def create_app(config: ServerConfig | None = None, engine: Engine | None = None)
             await ws.close(1013)
             return
         await ListenConnection(ws, params, engine, hub, transcript, config).run()
+
+    async def events(ws: WebSocket) -> None:
+        """A viewer: the finals so far, then the speaker's partials and finals live, then
+        ``closed``."""
+        await ws.accept()
+        sid = ws.path_params["session"]
+        try:
+            viewer = hub.watch(sid)
+        except ClientError as exc:
+            await ws.send_text(wire.encode(wire.Error(exc.code, exc.message)))
+            await ws.close(close_code_for(exc.code))
+            return
+
+        async def drain_client() -> None:
+            # viewers say nothing; reading tells us when they hang up
+            try:
+                while (await ws.receive())["type"] != "websocket.disconnect":
+                    pass
+            except Exception:  # noqa: BLE001
+                pass
+            viewer.drop()
+
+        reader = asyncio.create_task(drain_client())
+        try:
+            while (msg := await viewer.next()) is not None:
+                await ws.send_text(wire.encode(msg))
+            if not viewer.dropped:
+                await ws.close(1000)
+        except Exception:  # noqa: BLE001 - a gone viewer
+            pass
+        finally:
+            hub.unwatch(sid, viewer)
+            reader.cancel()
+
+    async def transcript(request: Request) -> Response:
+        sid, fmt = request.path_params["session"], request.path_params["fmt"]
+        t = hub.get(sid)
+        if t is None:
+            return JSONResponse({"error": "unknown_session"}, status_code=404)
+        finals = list(t.finals)
+        name = f"{sid}.{fmt}"
+        disp = {"Content-Disposition": f'inline; filename="{name}"'}
+        if fmt == "srt":
+            return PlainTextResponse(subtitles.to_srt(finals), media_type="application/x-subrip", headers=disp)
+        if fmt == "vtt":
+            return PlainTextResponse(subtitles.to_vtt(finals), media_type="text/vtt", headers=disp)
+        if fmt == "txt":
+            return PlainTextResponse(subtitles.to_txt(finals), headers=disp)
+        if fmt == "json":
+            return Response(subtitles.to_json(sid, finals, t.live), media_type="application/json")
+        return JSONResponse({"error": "unknown_format", "formats": ["srt", "vtt", "txt", "json"]},
+                            status_code=404)
 
     async def healthz(request: Request) -> PlainTextResponse:
         return PlainTextResponse("ok")
@@ -227,11 +280,19 @@ def create_app(config: ServerConfig | None = None, engine: Engine | None = None)
 
     routes: list = [
         WebSocketRoute("/v1/listen", listen),
+        WebSocketRoute("/v1/sessions/{session}/events", events),
+        Route("/v1/sessions/{session}/transcript.{fmt}", transcript),
         Route("/healthz", healthz),
         Route("/readyz", readyz),
     ]
     web = config.web_dir or default_web_dir()
     if web is not None:
+        overlay = str(web / "overlay.html")
+
+        async def overlay_page(request: Request) -> FileResponse:
+            return FileResponse(overlay)
+
+        routes.append(Route("/overlay", overlay_page))
         routes.append(Mount("/", StaticFiles(directory=str(web), html=True), name="web"))
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.engine = engine

@@ -45,6 +45,18 @@ def _stream(args: argparse.Namespace) -> int:
     return stream_main(args)
 
 
+def _mic(args: argparse.Namespace) -> int:
+    from whisperwire.client.mic import main as mic_main
+
+    return mic_main(args)
+
+
+def _captions(args: argparse.Namespace) -> int:
+    from whisperwire.client.captions import main as captions_main
+
+    return captions_main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="whisperwire", description="Real-time captions server.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -68,7 +80,25 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--url", default="ws://127.0.0.1:8765")
     f.add_argument("--speed", type=float, default=1.0, help="times real time; 0 = as fast as possible")
     f.add_argument("--language", default=None)
+    f.add_argument("--output", help="save the finals as FILE.srt, .vtt, .json or .txt")
+    f.add_argument("--session", default=None, help="publish under this id (for viewers)")
     f.set_defaults(func=_stream)
+
+    m = sub.add_parser("mic", help="live captions from a microphone")
+    m.add_argument("--url", default="ws://127.0.0.1:8765")
+    m.add_argument("--device", default=None, help="input device index or name (see --list-devices)")
+    m.add_argument("--list-devices", action="store_true")
+    m.add_argument("--language", default=None)
+    m.add_argument("--output", help="save the finals as FILE.srt, .vtt, .json or .txt")
+    m.add_argument("--session", default=None, help="publish under this id (for viewers)")
+    m.add_argument("--input-file", help=argparse.SUPPRESS)  # a file instead of the microphone
+    m.set_defaults(func=_mic)
+
+    c = sub.add_parser("captions", help="print a session's captions as a viewer")
+    c.add_argument("session")
+    c.add_argument("--url", default="ws://127.0.0.1:8765")
+    c.add_argument("--output", help="save the finals as FILE.srt, .vtt, .json or .txt")
+    c.set_defaults(func=_captions)
     return p
 
 

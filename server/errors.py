@@ -46,6 +46,8 @@ _CLOSE_CODES = {
     "bad_session": 1008,
     "bad_prompt": 1008,
     "session_taken": 1008,
+    "unknown_session": 1008,
+    "too_many_viewers": 1013,
     "internal_error": 1011,
 }
 

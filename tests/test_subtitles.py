@@ -1,0 +1,67 @@
+"""SRT/VTT/TXT from finals: line lengths, cue lengths, timing order."""
+
+from __future__ import annotations
+
+import json
+
+from subtitle_check import check_cues
+from whisperwire.server import subtitles
+from whisperwire.server.wire import Final, Word
+
+
+def finals_from(text: str, t0: float = 0.0, word_s: float = 0.35, per_final: int = 6):
+    words = text.split()
+    out, t = [], t0
+    for seg, i in enumerate(range(0, len(words), per_final)):
+        ws = []
+        for w in words[i : i + per_final]:
+            ws.append(Word(" " + w, t, t + word_s, 0.9))
+            t += word_s + 0.05
+        out.append(Final(seg, " ".join(words[i : i + per_final]), ws[0].start, ws[-1].end,
+                         tuple(ws), eou=(seg % 3 == 2)))
+    return out
+
+
+TEXT = (
+    "Printing, in the only sense with which we are at present concerned, differs from most if "
+    "not from all the arts and crafts represented in the Exhibition in being comparatively "
+    "modern. For although the Chinese took impressions from wood blocks engraved in relief for "
+    "centuries before the woodcutters of the Netherlands, by a similar process, produced the "
+    "block books, which were the immediate predecessors of the true printed book."
+)
+
+
+def test_srt_and_vtt_are_valid_and_keep_every_word():
+    f = finals_from(TEXT)
+    for vtt in (False, True):
+        text = subtitles.to_vtt(f) if vtt else subtitles.to_srt(f)
+        cues = check_cues(text, vtt=vtt)
+        assert " ".join(" ".join(c[2]) for c in cues).split() == TEXT.split()
+
+
+def test_slow_speech_splits_on_time():
+    f = finals_from("one two three four five six seven eight nine ten", word_s=1.5)
+    cues = check_cues(subtitles.to_srt(f), vtt=False)
+    assert len(cues) >= 3
+
+
+def test_overlong_word_is_split_not_dropped():
+    w = "x" * 100
+    f = [Final(0, w, 0.0, 1.0, (Word(" " + w, 0.0, 1.0, 1.0),), True)]
+    text = subtitles.to_srt(f)
+    assert "".join(text.split("\n")[2:]).replace("\n", "").startswith("x" * 42)
+
+
+def test_txt_and_json():
+    f = finals_from(TEXT)
+    txt = subtitles.to_txt(f)
+    assert txt.split() == TEXT.split()
+    assert txt.count("\n") == sum(x.eou for x in f) + (0 if f[-1].eou else 1)
+    d = json.loads(subtitles.to_json("s1", f, live=True))
+    assert d["session"] == "s1" and d["live"] and len(d["finals"]) == len(f)
+
+
+def test_empty_transcript():
+    assert subtitles.to_srt([]) == ""
+    assert subtitles.to_vtt([]) == "WEBVTT\n\n"
+    assert subtitles.to_txt([]) == ""

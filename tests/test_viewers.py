@@ -1,0 +1,137 @@
+"""Fan-out to viewers, transcripts over HTTP, and the mic/captions CLIs — real server, model,
+speech."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+
+import httpx
+import numpy as np
+import pytest
+
+from conftest import SPEECH, load16k, references, run
+from subtitle_check import check_cues
+from whisperwire.client.captions import watch
+from whisperwire.client.stream import paced, stream_chunks
+from whisperwire.server import wire
+from whisperwire.server.wer import wer
+
+pytestmark = pytest.mark.e2e
+
+
+def s16(x: np.ndarray) -> bytes:
+    return (np.clip(x, -1, 1) * 32767).astype("<i2").tobytes()
+
+
+def test_viewers_get_the_same_finals_and_a_slow_one_holds_nobody_up(live_server):
+    import websockets
+
+    audio = np.concatenate([load16k("jfk.wav"), load16k("LJ001-0001.wav")])
+    sid = "fanout"
+
+    async def go():
+        params = wire.ListenParams(session=sid)
+        # the speaker starts; viewers join once it is live
+        speaker = asyncio.create_task(
+            stream_chunks(live_server.url, paced(s16(audio), params, speed=4.0), params))
+        t = None
+        for _ in range(200):
+            t = live_server.app.state.hub.get(sid)
+            if t is not None:
+                break
+            await asyncio.sleep(0.05)
+        assert t is not None
+        viewers = [asyncio.create_task(watch(live_server.url, sid, lambda m: None)) for _ in range(4)]
+        # a viewer that connects and never reads a byte
+        stuck = await websockets.connect(f"{live_server.url}/v1/sessions/{sid}/events",
+                                         max_queue=1)
+        res = await speaker
+        seen = await asyncio.gather(*viewers)
+        await stuck.close()
+        return res, seen
+
+    res, seen = run(go())
+    speaker_finals = [(f.segment, f.text) for f in res.finals]
+    assert wer(references()["jfk.wav"] + " " + references()["LJ001-0001.wav"], res.text) < 0.1
+    for msgs in seen:
+        finals = [(m.segment, m.text) for m in msgs if isinstance(m, wire.Final)]
+        assert finals == speaker_finals  # every final, in order, none lost
+        assert isinstance(msgs[-1], wire.Closed)
+
+
+def test_late_viewer_gets_the_transcript_then_closed(live_server):
+    params = wire.ListenParams(session="late")
+    res = run(stream_chunks(live_server.url, paced(s16(load16k("jfk.wav")), params, 0), params))
+    msgs = run(watch(live_server.url, "late", lambda m: None))
+    assert [m.text for m in msgs if isinstance(m, wire.Final)] == [f.text for f in res.finals]
+    assert isinstance(msgs[-1], wire.Closed)
+
+
+def test_unknown_session_viewer_gets_error(live_server):
+    msgs = run(watch(live_server.url, "nobody-here", lambda m: None))
+    assert isinstance(msgs[0], wire.Error) and msgs[0].code == "unknown_session"
+
+
+def test_transcript_endpoints_on_real_speech(live_server):
+    files = ["LJ001-0001.wav", "LJ001-0002.wav", "LJ001-0003.wav", "LJ001-0004.wav"]
+    audio = np.concatenate([load16k(f) for f in files])
+    params = wire.ListenParams(session="tr")
+    res = run(stream_chunks(live_server.url, paced(s16(audio), params, 0), params))
+    base = f"{live_server.http}/v1/sessions/tr/transcript"
+    srt = httpx.get(base + ".srt")
+    assert srt.status_code == 200
+    cues = check_cues(srt.text, vtt=False)
+    assert " ".join(" ".join(c[2]) for c in cues).split() == res.text.split()
+    vtt = httpx.get(base + ".vtt")
+    assert vtt.headers["content-type"].startswith("text/vtt")
+    check_cues(vtt.text, vtt=True)
+    assert httpx.get(base + ".txt").text.split() == res.text.split()
+    d = httpx.get(base + ".json").json()
+    assert d["text"] == res.text and not d["live"]
+    assert httpx.get(f"{live_server.http}/v1/sessions/none/transcript.srt").status_code == 404
+    assert httpx.get(base + ".doc").status_code == 404
+
+
+def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "whisperwire.server", *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_mic_cli_with_file_backed_source_and_captions_cli(live_server, tmp_path):
+    """The mic command through its real capture path, the microphone replaced by a file source
+    with sounddevice's interface (this machine has no sound card); a captions viewer alongside."""
+    out = tmp_path / "mic.srt"
+    viewer_out = tmp_path / "viewer.txt"
+    viewer = subprocess.Popen(
+        [sys.executable, "-m", "whisperwire.server", "captions", "mic-cli", "--url", live_server.url,
+         "--output", str(viewer_out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    mic = _cli("mic", "--url", live_server.url, "--session", "mic-cli",
+               "--input-file", str(SPEECH / "jfk.wav"), "--output", str(out))
+    assert mic.returncode == 0, mic.stderr
+    assert wer(references()["jfk.wav"], mic.stdout) <= 0.1
+    check_cues(out.read_text(), vtt=False)
+    vout, verr = viewer.communicate(timeout=60)
+    assert viewer.returncode == 0, verr
+    assert vout.split() == mic.stdout.split()
+    assert viewer_out.read_text().split() == mic.stdout.split()
+
+
+def test_stream_cli_output_and_unreachable_server(live_server, tmp_path):
+    out = tmp_path / "jfk.vtt"
+    r = _cli("stream", str(SPEECH / "jfk.wav"), "--url", live_server.url, "--speed", "0",
+             "--output", str(out))
+    assert r.returncode == 0, r.stderr
+    check_cues(out.read_text(), vtt=True)
+    bad = _cli("stream", str(SPEECH / "jfk.wav"), "--url", "ws://127.0.0.1:9", "--speed", "0")
+    assert bad.returncode == 2 and "cannot reach the server" in bad.stderr
+    bad = _cli("captions", "x", "--url", "ws://127.0.0.1:9")
+    assert bad.returncode == 2 and "cannot reach the server" in bad.stderr
+
+
+def test_mic_cli_says_what_is_missing():
+    r = _cli("mic", "--device", "no-such-device-xyz", "--url", "ws://127.0.0.1:9")
+    assert r.returncode == 2
+    assert "PortAudio" in r.stderr or "no input device" in r.stderr

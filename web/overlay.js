@@ -1,0 +1,84 @@
+// OBS browser-source overlay: /overlay?session=ID&lines=2&fade=6&font=...&size=48&color=...
+//   &outline=3&outline_color=#000&shadow=1&align=center&position=bottom&bg=transparent&partial=1
+import * as wire from "./wire.js";
+
+const p = new URLSearchParams(location.search);
+const opt = {
+  session: p.get("session"),
+  lines: Math.max(1, parseInt(p.get("lines") || "2", 10)),
+  fade: parseFloat(p.get("fade") || "6"),
+  font: p.get("font") || "system-ui, sans-serif",
+  size: parseInt(p.get("size") || "48", 10),
+  color: p.get("color") || "#ffffff",
+  outline: parseFloat(p.get("outline") || "3"),
+  outlineColor: p.get("outline_color") || "#000000",
+  shadow: p.get("shadow") !== "0",
+  align: p.get("align") || "center",
+  position: p.get("position") || "bottom",
+  bg: p.get("bg") || "transparent",
+  partial: p.get("partial") !== "0",
+  width: parseInt(p.get("width") || "42", 10),
+};
+
+const box = document.getElementById("box");
+Object.assign(box.style, {
+  fontFamily: opt.font, fontSize: `${opt.size}px`, color: opt.color, textAlign: opt.align,
+  lineHeight: "1.2", background: opt.bg,
+  webkitTextStroke: opt.outline > 0 ? `${opt.outline}px ${opt.outlineColor}` : "",
+  paintOrder: "stroke fill",
+  textShadow: opt.shadow ? `0 0 ${Math.max(2, opt.outline * 2)}px ${opt.outlineColor}` : "none",
+});
+box.style[opt.position === "top" ? "top" : "bottom"] = "2%";
+if (opt.position === "middle") { box.style.top = "50%"; box.style.transform = "translateY(-50%)"; }
+
+let lines = [];      // committed lines (strings)
+let partial = "";
+let lastActivity = Date.now();
+let lastFinal = -1;
+
+function wrap(text) {
+  // break text into lines of at most opt.width characters at spaces
+  const out = [];
+  for (const word of text.split(/\s+/).filter(Boolean)) {
+    if (out.length && (out[out.length - 1] + " " + word).length <= opt.width) out[out.length - 1] += " " + word;
+    else out.push(word);
+  }
+  return out;
+}
+
+function render() {
+  const committed = wrap(lines.join(" "));
+  const tail = opt.partial && partial ? wrap((committed.length ? committed.pop() + " " : "") + partial) : [];
+  const all = committed.concat(tail).slice(-opt.lines);
+  box.replaceChildren(...all.map((t, i) => {
+    const d = document.createElement("div");
+    d.className = "line" + (tail.length && i >= all.length - tail.length ? " partial" : "");
+    d.textContent = t;
+    return d;
+  }));
+}
+
+function fadeCheck() {
+  if (opt.fade > 0 && Date.now() - lastActivity > opt.fade * 1000 && (lines.length || partial)) {
+    for (const el of box.children) el.classList.add("faded");
+    setTimeout(() => { if (Date.now() - lastActivity > opt.fade * 1000) { lines = []; partial = ""; render(); } }, 700);
+  }
+}
+setInterval(fadeCheck, 250);
+
+function connect() {
+  if (!opt.session) { box.textContent = ""; return; }
+  const ws = new WebSocket(wire.wsUrl(wire.eventsPath(opt.session)));
+  ws.onopen = () => { lines = []; partial = ""; lastFinal = -1; };  // the server replays the finals
+  ws.onmessage = (ev) => {
+    let m; try { m = wire.decode(ev.data); } catch { return; }
+    if (m.type === "final" && m.segment > lastFinal) {
+      lastFinal = m.segment; lines.push(m.text); partial = ""; lines = lines.slice(-20);
+      lastActivity = Date.now(); render();
+    } else if (m.type === "partial") {
+      partial = m.text; if (m.text) lastActivity = Date.now(); render();
+    }
+  };
+  ws.onclose = (e) => { if (e.code !== 1000) setTimeout(connect, 1000); };
+}
+connect();
