@@ -14,13 +14,16 @@ from .stream import CaptionPrinter, write_output
 __all__ = ["watch", "main"]
 
 
-async def watch(url: str, session: str, on_message: Callable[[wire.Message], None]) -> list[wire.Message]:
+async def watch(url: str, session: str, on_message: Callable[[wire.Message], None],
+                token: str | None = None) -> list[wire.Message]:
     """Everything the server sends a viewer of ``session``, until it closes."""
     import websockets
 
     out: list[wire.Message] = []
     full = f"{url.rstrip('/')}/v1/sessions/{quote(session, safe='')}/events"
-    async with websockets.connect(full, max_size=None, open_timeout=30) as ws:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with websockets.connect(full, max_size=None, open_timeout=30,
+                                  additional_headers=headers) as ws:
         try:
             async for raw in ws:
                 m = wire.decode(raw)
@@ -32,11 +35,12 @@ async def watch(url: str, session: str, on_message: Callable[[wire.Message], Non
 
 
 async def watch_when_live(url: str, session: str, on_message: Callable[[wire.Message], None],
-                          retry_s: float = 1.0) -> list[wire.Message]:
+                          retry_s: float = 1.0, token: str | None = None) -> list[wire.Message]:
     """Like :func:`watch`, but waits for a session that has not started yet."""
     told = False
     while True:
-        msgs = await watch(url, session, lambda m: None if isinstance(m, wire.Error) else on_message(m))
+        msgs = await watch(url, session,
+                           lambda m: None if isinstance(m, wire.Error) else on_message(m), token)
         if msgs and isinstance(msgs[0], wire.Error) and msgs[0].code == "unknown_session":
             if not told:
                 print(f"waiting for session {session!r} to start ...", file=sys.stderr)
@@ -52,7 +56,7 @@ async def watch_when_live(url: str, session: str, on_message: Callable[[wire.Mes
 def main(args: Any) -> int:
     printer = CaptionPrinter()
     try:
-        msgs = asyncio.run(watch_when_live(args.url, args.session, printer))
+        msgs = asyncio.run(watch_when_live(args.url, args.session, printer, token=args.token))
     except OSError as exc:
         print(f"cannot reach the server at {args.url}: {exc}", file=sys.stderr)
         return 2

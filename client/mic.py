@@ -159,7 +159,7 @@ def main(args: Any) -> int:
         except (NotImplementedError, RuntimeError):
             pass
         chunks = capture(factory, rate, on_level=printer.set_level, stop=stop)
-        return await stream_chunks(args.url, chunks, params, on_message=printer)
+        return await stream_chunks(args.url, chunks, params, on_message=printer, token=args.token)
 
     try:
         res = asyncio.run(go())

@@ -42,9 +42,11 @@ class StreamResult:
 
     def sent_at(self, audio_t: float) -> float:
         """When the audio up to stream time ``audio_t`` had been sent."""
-        for t, s in self.sends:
-            if s >= audio_t - 1e-6:
-                return t
+        import bisect
+
+        i = bisect.bisect_left(self.sends, audio_t - 1e-6, key=lambda x: x[1])
+        if i < len(self.sends):
+            return self.sends[i][0]
         return self.sends[-1][0] if self.sends else 0.0
 
     def final_delays(self) -> list[float]:
@@ -74,6 +76,7 @@ async def stream_chunks(
     on_message: Callable[[wire.Message], None] | None = None,
     end: str = "close",
     close_timeout: float = 120.0,
+    token: str | None = None,
 ) -> StreamResult:
     """Send each chunk of PCM as it comes, then ``end`` ("close", "finalize" then close, or
     "drop": hang up without a word), and collect everything the server says until it closes.
@@ -85,7 +88,9 @@ async def stream_chunks(
     full = f"{url.rstrip('/')}/v1/listen?{urlencode(params.to_query())}"
     sent = 0
     t0 = time.monotonic()
-    async with websockets.connect(full, max_size=None, open_timeout=30) as ws:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with websockets.connect(full, max_size=None, open_timeout=30,
+                                  additional_headers=headers) as ws:
 
         async def reader() -> None:
             try:
@@ -127,10 +132,11 @@ async def stream_pcm(url: str, pcm: bytes, params: wire.ListenParams, *, speed: 
 
 def stream_file(url: str, path: str, *, speed: float = 1.0, language: str | None = None,
                 sample_rate: int = 16000, on_message: Callable[[wire.Message], None] | None = None,
-                session: str | None = None) -> StreamResult:
+                session: str | None = None, token: str | None = None) -> StreamResult:
     pcm = read_audio(path, sample_rate).astype("<i2").tobytes()
     params = wire.ListenParams(sample_rate=sample_rate, language=language, session=session)
-    return asyncio.run(stream_pcm(url, pcm, params, speed=speed, on_message=on_message))
+    return asyncio.run(stream_chunks(url, paced(pcm, params, speed), params,
+                                     on_message=on_message, token=token))
 
 
 def write_output(path: str, finals: list[wire.Final]) -> None:
@@ -191,7 +197,7 @@ def main(args) -> int:  # type: ignore[no-untyped-def]
     t0 = time.monotonic()
     try:
         res = stream_file(args.url, args.file, speed=args.speed, language=args.language,
-                          on_message=printer, session=args.session)
+                          on_message=printer, session=args.session, token=args.token)
     except OSError as exc:
         print(f"cannot reach the server at {args.url}: {exc}", file=sys.stderr)
         return 2

@@ -9,15 +9,41 @@ import sys
 __all__ = ["main"]
 
 
-def _serve(args: argparse.Namespace) -> int:
+def graceful_server(app, **kw):  # type: ignore[no-untyped-def]
+    """A uvicorn server that, on SIGTERM/SIGINT, stops accepting and finalises every open session
+    (each speaker gets its last finals and ``closed``) before uvicorn closes the sockets."""
     import uvicorn
+
+    class GracefulServer(uvicorn.Server):
+        async def shutdown(self, sockets=None):  # type: ignore[no-untyped-def]
+            for server in self.servers:
+                server.close()
+            drain = getattr(app.state, "drain", None)
+            if drain is not None:
+                await drain()
+            await super().shutdown(sockets)
+
+    return GracefulServer(uvicorn.Config(app, **kw))
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from .auth import AuthConfig, load_token_file
 
     from .app import ServerConfig, create_app
     from .engine import EngineOptions
     from .session import StreamOptions
     from .vad import VadOptions
 
+    auth = load_token_file(args.token_file) if args.token_file else AuthConfig()
+    auth = AuthConfig(auth.speak_tokens + tuple(args.token), auth.view_tokens + tuple(args.view_token))
     config = ServerConfig(
+        auth=auth,
+        max_sessions=args.max_sessions,
+        max_viewers=args.max_viewers,
+        idle_timeout_s=args.idle_timeout,
+        max_session_s=args.max_session_hours * 3600,
+        transcript_retention_s=args.retention_minutes * 60,
+        allowed_origins=tuple(args.allow_origin),
         engine=EngineOptions(
             model=args.model,
             device=args.device,
@@ -28,14 +54,31 @@ def _serve(args: argparse.Namespace) -> int:
         stream=StreamOptions(step_ms=args.step_ms),
         vad=VadOptions(aggressiveness=args.vad_aggressiveness),
     )
-    uvicorn.run(
-        create_app(config),
+    tls = {"ssl_certfile": args.tls_cert, "ssl_keyfile": args.tls_key} if args.tls_cert else {}
+    from .devices import DeviceError
+    from .engine import Engine
+    from .pool import WorkerPool, parse_devices
+
+    try:
+        if args.devices:
+            engine: Engine | WorkerPool = WorkerPool(config.engine, parse_devices(args.devices),
+                                                     cpu_threads_each=args.cpu_threads)
+        else:
+            engine = Engine(config.engine)
+        engine.load()  # before serving: errors are startup errors, and /readyz is true at once
+    except (DeviceError, ValueError, RuntimeError) as exc:
+        print(f"whisperwire: {exc}", file=sys.stderr)
+        return 2
+    graceful_server(
+        create_app(config, engine),
         host=args.host,
         port=args.port,
         ws="websockets-sansio",
         log_level=args.log_level,
         ws_max_size=config.max_message_bytes + 1024,
-    )
+        timeout_graceful_shutdown=30,
+        **tls,
+    ).run()
     return 0
 
 
@@ -57,6 +100,12 @@ def _captions(args: argparse.Namespace) -> int:
     return captions_main(args)
 
 
+def _doctor(args: argparse.Namespace) -> int:
+    from .doctor import main as doctor_main
+
+    return doctor_main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="whisperwire", description="Real-time captions server.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -67,17 +116,33 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--model", default="embedded",
                    help="'embedded' (tiny.en, bundled), a faster-whisper model name, or a directory")
     s.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
-    s.add_argument("--compute-type", default="auto", help="auto (int8 on CPU, float16 on GPU) | ...")
+    s.add_argument("--devices", default=None,
+                   help="several decode worker processes: cuda:0,cuda:1 | all | cpu,cpu")
+    s.add_argument("--compute-type", default="auto",
+                   help="auto (int8 on CPU, float16 on GPU) | int8 | int8_float16 | float16 | bfloat16 | float32")
     s.add_argument("--cpu-threads", type=int, default=0, help="0: all cores")
     s.add_argument("--max-batch", type=int, default=8, help="windows decoded together")
     s.add_argument("--step-ms", type=int, default=500, help="re-decode after this much new speech")
     s.add_argument("--vad-aggressiveness", type=int, default=2, choices=range(4))
     s.add_argument("--log-level", default="info")
+    s.add_argument("--token", action="append", default=[], help="token that may speak and view (repeatable)")
+    s.add_argument("--view-token", action="append", default=[], help="token that may only view")
+    s.add_argument("--token-file", help="lines 'speak TOKEN' / 'view TOKEN'")
+    s.add_argument("--allow-origin", action="append", default=[],
+                   help="browser origin allowed to connect (repeatable; default: any)")
+    s.add_argument("--max-sessions", type=int, default=64)
+    s.add_argument("--max-viewers", type=int, default=100, help="per session")
+    s.add_argument("--idle-timeout", type=float, default=60.0, help="seconds without a message")
+    s.add_argument("--max-session-hours", type=float, default=4.0)
+    s.add_argument("--retention-minutes", type=float, default=60.0, help="transcripts after the end")
+    s.add_argument("--tls-cert", help="serve TLS (wss/https) with this certificate (PEM)")
+    s.add_argument("--tls-key", help="... and this key")
     s.set_defaults(func=_serve)
 
     f = sub.add_parser("stream", help="stream an audio file to a server and print captions")
     f.add_argument("file")
     f.add_argument("--url", default="ws://127.0.0.1:8765")
+    f.add_argument("--token", default=None, help="auth token, if the server wants one")
     f.add_argument("--speed", type=float, default=1.0, help="times real time; 0 = as fast as possible")
     f.add_argument("--language", default=None)
     f.add_argument("--output", help="save the finals as FILE.srt, .vtt, .json or .txt")
@@ -86,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     m = sub.add_parser("mic", help="live captions from a microphone")
     m.add_argument("--url", default="ws://127.0.0.1:8765")
+    m.add_argument("--token", default=None, help="auth token, if the server wants one")
     m.add_argument("--device", default=None, help="input device index or name (see --list-devices)")
     m.add_argument("--list-devices", action="store_true")
     m.add_argument("--language", default=None)
@@ -94,9 +160,16 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--input-file", help=argparse.SUPPRESS)  # a file instead of the microphone
     m.set_defaults(func=_mic)
 
+    d = sub.add_parser("doctor", help="check this machine: CTranslate2 build, devices, a sample decode")
+    d.add_argument("--model", default="embedded")
+    d.add_argument("--device", default="auto")
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(func=_doctor)
+
     c = sub.add_parser("captions", help="print a session's captions as a viewer")
     c.add_argument("session")
     c.add_argument("--url", default="ws://127.0.0.1:8765")
+    c.add_argument("--token", default=None, help="auth token, if the server wants one")
     c.add_argument("--output", help="save the finals as FILE.srt, .vtt, .json or .txt")
     c.set_defaults(func=_captions)
     return p

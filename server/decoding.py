@@ -28,6 +28,7 @@ class DecodeRequest:
     language: str | None = None  # None: the model's own; "auto": detect
     task: str = "transcribe"
     final: bool = False  # the window reaches the end of an utterance
+    session: str = ""  # who asks (a worker pool keeps a session on one device)
 
     @property
     def duration(self) -> float:

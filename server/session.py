@@ -39,8 +39,10 @@ class StreamOptions:
     min_window_ms: int = 300  # too little audio to say anything about
     commit_after_ms: int = 1500  # hypotheses of shorter windows are shown, never committed
     overlap_ms: int = 3000  # committed audio kept in the window (as decoder prefix)
-    max_window_ms: int = 24000  # Whisper sees 30 s at most; leave room
-    stall_keep_ms: int = 4000  # a full window commits all but its last this-many ms
+    # A window this long commits all but its last ``stall_keep_ms`` even without agreement: this
+    # bounds both the cost of a decode and a session's lag when the decoder falls behind.
+    max_window_ms: int = 15000
+    stall_keep_ms: int = 3000
     prompt_chars: int = 200
     no_speech_threshold: float = 0.6
     logprob_threshold: float = -1.0
@@ -122,8 +124,10 @@ class StreamSession:
         language: str | None = None,
         task: str = "transcribe",
         prompt: str | None = None,
+        name: str = "",
     ) -> None:
         self.opt = options
+        self.name = name
         self._vad = vad
         self.language, self.task, self.user_prompt = language, task, prompt or ""
         self.samples_in = 0
@@ -161,6 +165,15 @@ class StreamSession:
         return self._in_flight is None and not self._utts
 
     @property
+    def lag(self) -> float:
+        """Seconds of speech received but not yet final (silence does not count)."""
+        total = 0.0
+        for u in self._utts:
+            end = (u.available if u.end is None else u.end) / MODEL_RATE
+            total += max(0.0, end - u.buffer.committed_end)
+        return total
+
+    @property
     def audio_seconds(self) -> float:
         return self.samples_in / MODEL_RATE
 
@@ -189,6 +202,7 @@ class StreamSession:
             language=self.language,
             task=self.task,
             final=final,
+            session=self.name,
         )
         u.decoded_to = end
         self._in_flight = (req, u)
@@ -273,8 +287,9 @@ class StreamSession:
             out = out[:n]
         keys = [unit_key(w.word) for w in out]
         cut = loop_start([unit_key(x) for x in req.prefix.split()], keys)
-        if cut == len(keys) and r.compression_ratio > o.compression_ratio_threshold:
-            return []  # repetitive beyond repair
+        trimmed = cut < len(keys) or len(out) < len(r.words)
+        if not trimmed and r.compression_ratio > o.compression_ratio_threshold:
+            return []  # repetitive, and no loop found to cut away: nothing to trust
         return out[:cut]  # a loop keeps what came before it
 
     # -- events --------------------------------------------------------------------------

@@ -29,6 +29,7 @@ __all__ = [
     "ListenParams",
     "Partial",
     "Ready",
+    "Status",
     "Word",
     "decode",
     "encode",
@@ -80,7 +81,7 @@ class _Message:
         out: dict[str, Any] = {"type": self.type}
         for f in fields(self):  # type: ignore[arg-type]
             v = getattr(self, f.name)
-            if f.name in ("start", "end", "audio_seconds"):
+            if f.name in ("start", "end", "audio_seconds", "lag"):
                 v = _t(v)
             elif f.name == "words":
                 v = [w.to_json() for w in v]
@@ -144,15 +145,25 @@ class Error(_Message):
 
 
 @dataclass(frozen=True)
+class Status(_Message):
+    """Periodic health of a speaking session: ``lag`` is speech received but not yet final
+    (seconds); it stays bounded under overload, where captions get coarser instead of later."""
+
+    type: ClassVar[str] = "status"
+    audio_seconds: float
+    lag: float
+
+
+@dataclass(frozen=True)
 class Closed(_Message):
     type: ClassVar[str] = "closed"
     reason: str
     audio_seconds: float
 
 
-Message = Union[Finalize, Close, Ready, Partial, Final, Error, Closed]
+Message = Union[Finalize, Close, Ready, Partial, Final, Error, Status, Closed]
 _BY_TYPE: dict[str, type] = {
-    c.type: c for c in (Finalize, Close, Ready, Partial, Final, Error, Closed)
+    c.type: c for c in (Finalize, Close, Ready, Partial, Final, Error, Status, Closed)
 }
 CLIENT_MESSAGES = ("finalize", "close")
 

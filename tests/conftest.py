@@ -49,17 +49,22 @@ def espeak(text: str, rate: int = 16000) -> np.ndarray:
 class LiveServer:
     """The real app under uvicorn (websockets implementation) on 127.0.0.1, port 0."""
 
-    def __init__(self, config=None) -> None:  # type: ignore[no-untyped-def]
-        import uvicorn
+    def __init__(self, config=None, engine=None, sndbuf: int | None = None) -> None:  # type: ignore[no-untyped-def]
+        import socket
 
         from whisperwire.server.app import create_app
+        from whisperwire.server.cli import graceful_server
 
-        self.app = create_app(config)
-        self.server = uvicorn.Server(
-            uvicorn.Config(self.app, host="127.0.0.1", port=0, ws="websockets-sansio",
-                           log_level="warning", lifespan="on")
-        )
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.app = create_app(config, engine)
+        self.server = graceful_server(self.app, host="127.0.0.1", port=0, ws="websockets-sansio",
+                                      log_level="warning", lifespan="on")
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if sndbuf:  # accepted connections inherit it: lets a test fill a client's pipe quickly
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
+        sock.bind(("127.0.0.1", 0))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]},
+                                       daemon=True)
 
     def __enter__(self) -> "LiveServer":
         self.thread.start()
@@ -68,8 +73,7 @@ class LiveServer:
             if time.monotonic() > deadline or not self.thread.is_alive():
                 raise RuntimeError("server did not start")
             time.sleep(0.05)
-        sock = self.server.servers[0].sockets[0]
-        self.port = sock.getsockname()[1]
+        self.port = self.server.servers[0].sockets[0].getsockname()[1]
         self.url = f"ws://127.0.0.1:{self.port}"
         self.http = f"http://127.0.0.1:{self.port}"
         return self

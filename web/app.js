@@ -4,6 +4,8 @@ import * as wire from "./wire.js";
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
 const viewSession = params.get("view");
+const token = params.get("token");  // only when the server asks for one
+const withToken = (href) => (token ? `${href}${href.includes("?") ? "&" : "?"}token=${encodeURIComponent(token)}` : href);
 
 const state = { ws: null, ctx: null, stream: null, node: null, session: null, sent: 0,
                 stopping: false, reconnects: 0, lastFinalSegment: -1 };
@@ -40,6 +42,8 @@ function onMessage(ev) {
     showFinal(m);
   } else if (m.type === "error") {
     say(`error ${m.code}: ${m.message}`);
+  } else if (m.type === "status") {
+    if (!viewSession) $("latency").textContent = `lag ${m.lag.toFixed(1)} s`;
   } else if (m.type === "closed") {
     setStatus("stopped", "idle");
     say(`stopped (${m.reason}), ${m.audio_seconds.toFixed(1)} s of audio`);
@@ -52,10 +56,11 @@ function showShare(session) {
   const view = new URL(location.href); view.search = ""; view.searchParams.set("view", session);
   $("share-link").href = view.toString();
   const overlay = new URL("overlay", location.href); overlay.searchParams.set("session", session);
+  if (token) overlay.searchParams.set("token", token);
   $("overlay-link").href = overlay.toString();
   for (const fmt of ["srt", "vtt", "txt"]) {
     const a = $(`dl-${fmt}`);
-    a.href = wire.transcriptPath(session, fmt);
+    a.href = withToken(wire.transcriptPath(session, fmt));
     a.setAttribute("download", `${session}.${fmt}`);
   }
 }
@@ -64,7 +69,7 @@ function connectSpeaker() {
   const lang = $("language").value;
   setStatus("connecting", "connecting");
   const ws = new WebSocket(wire.wsUrl(wire.LISTEN_PATH, {
-    sample_rate: 16000, encoding: "pcm_s16le", language: lang, session: params.get("session") }));
+    sample_rate: 16000, encoding: "pcm_s16le", language: lang, session: params.get("session"), token }));
   ws.binaryType = "arraybuffer";
   ws.onmessage = onMessage;
   ws.onopen = () => { state.reconnects = 0; };
@@ -126,7 +131,7 @@ function watch(session) {
   document.body.classList.add("viewer");
   setStatus("connecting", "connecting");
   showShare(session);
-  const ws = new WebSocket(wire.wsUrl(wire.eventsPath(session)));
+  const ws = new WebSocket(wire.wsUrl(wire.eventsPath(session), { token }));
   ws.onmessage = onMessage;
   ws.onopen = () => {  // the server replays every final on connect
     setStatus("watching", "live");

@@ -68,7 +68,7 @@ setInterval(fadeCheck, 250);
 
 function connect() {
   if (!opt.session) { box.textContent = ""; return; }
-  const ws = new WebSocket(wire.wsUrl(wire.eventsPath(opt.session)));
+  const ws = new WebSocket(wire.wsUrl(wire.eventsPath(opt.session), { token: p.get("token") }));
   ws.onopen = () => { lines = []; partial = ""; lastFinal = -1; };  // the server replays the finals
   ws.onmessage = (ev) => {
     let m; try { m = wire.decode(ev.data); } catch { return; }

@@ -14,6 +14,7 @@ export const SERVER_TYPES = {
   partial: ["segment", "text", "start", "end"],
   final: ["segment", "text", "start", "end", "words", "eou"],
   error: ["code", "message"],
+  status: ["audio_seconds", "lag"],
   closed: ["reason", "audio_seconds"],
 };
 

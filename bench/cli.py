@@ -1,0 +1,203 @@
+"""``python -m bench run|smoke``: the benchmark, written to bench/results/<name>.json and .md."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import analysis, corpus, harness
+
+RESULTS = Path(__file__).resolve().parent / "results"
+FINAL_P95_LIMIT = 2.5
+LAG_GROWTH_LIMIT = 0.5
+
+
+def offline_reference(audio: np.ndarray, threads: int) -> tuple[list[tuple[str, float]], str, float]:
+    """Offline decode of the same audio with the same model: word end times, text, and the CPU
+    seconds a greedy decode (no word timestamps) costs."""
+    from faster_whisper import WhisperModel
+
+    from whisperwire.server.engine import resolve_model
+
+    m = WhisperModel(resolve_model("embedded"), device="cpu", compute_type="int8",
+                     cpu_threads=threads)
+    segs, _ = m.transcribe(audio, language="en", beam_size=1, word_timestamps=True,
+                           condition_on_previous_text=True)
+    words = [(w.word, w.end) for s in segs for w in (s.words or [])]
+    text = " ".join(w for w, _ in words)
+    c0 = time.process_time()
+    list(m.transcribe(audio, language="en", beam_size=1)[0])
+    cpu = time.process_time() - c0
+    return words, text, cpu
+
+
+def evaluate(rec: harness.RunRecord, ref_words, reference: str, audio_s: float) -> dict:
+    from whisperwire.server.wer import wer
+
+    per = []
+    fin_all, par_all = [], []
+    for res in rec.streams:
+        lat = analysis.word_latencies(res, ref_words)
+        fin_all += lat.final
+        par_all += lat.partial
+        per.append({
+            "wer": wer(reference, res.text),
+            "text": res.text,
+            "final": analysis.percentiles(lat.final),
+            "partial": analysis.percentiles(lat.partial),
+            "lag_growth_s": analysis.lag_growth(lat.final_by_time),
+            "matched_words": lat.matched,
+            "reference_words": lat.reference,
+            "tail_delivered": res.text.split()[-2:] == reference.split()[-2:]
+            or analysis.normalize(res.text)[-2:] == analysis.normalize(reference)[-2:],
+        })
+    n = len(rec.streams)
+    ok = all(
+        p["final"]["p95"] is not None and p["final"]["p95"] <= FINAL_P95_LIMIT
+        and (p["lag_growth_s"] is None or p["lag_growth_s"] <= LAG_GROWTH_LIMIT)
+        for p in per
+    )
+    return {
+        "streams": n,
+        "meets_latency_rule": ok,
+        "final": analysis.percentiles(fin_all),
+        "partial": analysis.percentiles(par_all),
+        "wer_median": float(np.median([p["wer"] for p in per])),
+        "server_cpu_s_per_audio_s": (rec.cpu_s / (n * audio_s)) if rec.cpu_s is not None else None,
+        "rss_baseline_mib": rec.rss_baseline_mib,
+        "rss_peak_mib": rec.rss_peak_mib,
+        "rss_per_stream_mib": ((rec.rss_peak_mib - rec.rss_baseline_mib) / n)
+        if rec.rss_peak_mib is not None and rec.rss_baseline_mib is not None else None,
+        "wall_s": rec.wall_s,
+        "per_stream": per,
+    }
+
+
+def silence_noise(srv: harness.ServerProcess) -> int:
+    from whisperwire.server import wire
+
+    rec = harness.stream_many(srv, corpus.noise_stream(120.0), 1, speed=0)
+    return sum(len(m.text.split()) for _, _, m in rec.streams[0].messages
+               if isinstance(m, (wire.Partial, wire.Final)))
+
+
+def metrics_snapshot(srv: harness.ServerProcess) -> dict[str, float]:
+    import httpx
+
+    if srv.pid <= 0:
+        return {}
+    http = srv.url.replace("ws://", "http://")
+    out = {}
+    for line in httpx.get(http + "/metrics").text.splitlines():
+        if line.startswith("whisperwire_") and " " in line and "_bucket" not in line:
+            k, v = line.rsplit(" ", 1)
+            out[k] = float(v)
+    return out
+
+
+def run(args: argparse.Namespace) -> dict:
+    c = corpus.load(args.seconds)
+    print(f"corpus: {len(c.files)} files, {c.seconds:.1f}s", flush=True)
+    offline_words, offline_text, offline_cpu = offline_reference(c.audio, args.threads)
+    ref_words = analysis.reference_words(offline_words)
+    from whisperwire.server.wer import wer
+
+    out: dict = {
+        "name": args.name, "machine": harness.machine(), "audio_seconds": c.seconds,
+        "files": c.files, "max_batch": args.max_batch,
+        "offline": {"wer": wer(c.reference, offline_text), "text": offline_text,
+                    "cpu_s_per_audio_s": offline_cpu / c.seconds},
+        "runs": [],
+    }
+    extra = ("--cpu-threads", str(args.threads)) if args.threads else ()
+    for n in args.streams:
+        with harness.server(args.max_batch, extra, args.url) as srv:
+            rec = harness.stream_many(srv, c.audio, n, speed=args.speed)
+            r = evaluate(rec, ref_words, c.reference, c.seconds)
+            r["server_metrics"] = metrics_snapshot(srv)
+            if args.noise and n == args.streams[0]:
+                out["silence_noise_words"] = silence_noise(srv)
+        if r["server_cpu_s_per_audio_s"] is not None:
+            r["compute_ratio_to_offline"] = r["server_cpu_s_per_audio_s"] / out["offline"]["cpu_s_per_audio_s"]
+        out["runs"].append(r)
+        print(_row(r), flush=True)
+    ok = [r["streams"] for r in out["runs"] if r["meets_latency_rule"]]
+    out["capacity"] = max(ok) if ok else 0
+    return out
+
+
+def _f(x, fmt="{:.2f}") -> str:
+    return "–" if x is None else fmt.format(x)
+
+
+def _row(r: dict) -> str:
+    return (f"| {r['streams']} | {_f(r['partial']['p50'])} | {_f(r['final']['p50'])} | "
+            f"{_f(r['final']['p90'])} | {_f(r['final']['p95'])} | {_f(r['final']['max'])} | "
+            f"{r['wer_median'] * 100:.1f} | {_f(r.get('server_cpu_s_per_audio_s'), '{:.3f}')} | "
+            f"{_f(r.get('compute_ratio_to_offline'), '{:.1f}')} | {_f(r['rss_peak_mib'], '{:.0f}')} | "
+            f"{_f(r['rss_per_stream_mib'], '{:.1f}')} | "
+            f"{'yes' if r['meets_latency_rule'] else 'no'} |")
+
+
+def markdown(out: dict) -> str:
+    m = out["machine"]
+    lines = [
+        f"# {out['name']}",
+        "",
+        f"Machine: {m['cpus']} CPUs ({m['cpu_model']}), {m['mem_gib']} GiB, Python {m['python']}, "
+        f"CTranslate2 {m['ctranslate2']}. Model: embedded tiny.en int8. max_batch={out['max_batch']}.",
+        f"Audio: {len(out['files'])} files, {out['audio_seconds']:.1f} s per stream, real-time pace.",
+        f"Offline (same model, greedy): WER {out['offline']['wer'] * 100:.1f} %, "
+        f"{out['offline']['cpu_s_per_audio_s']:.3f} CPU-s per audio-s.",
+        "",
+        "| streams | partial p50 s | final p50 s | final p90 s | final p95 s | final max s | WER % | "
+        "server CPU-s / audio-s | × offline | peak RSS MiB | RSS / stream MiB | latency rule |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [_row(r) for r in out["runs"]]
+    lines += ["", f"Capacity (every stream final p95 ≤ {FINAL_P95_LIMIT} s, lag not growing): "
+              f"**{out['capacity']}** streams."]
+    if "silence_noise_words" in out:
+        lines.append(f"Words emitted on 2 min of silence and noise: {out['silence_noise_words']}.")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="the full benchmark")
+    r.add_argument("--name", default="bench")
+    r.add_argument("--streams", default="1,2,4,8", type=lambda s: [int(x) for x in s.split(",")])
+    r.add_argument("--seconds", type=float, default=None, help="cut the corpus (whole files)")
+    r.add_argument("--max-batch", type=int, default=8)
+    r.add_argument("--threads", type=int, default=0, help="server CPU threads (0: all)")
+    r.add_argument("--speed", type=float, default=1.0)
+    r.add_argument("--url", default=None, help="bench a running server instead of starting one")
+    r.add_argument("--no-noise", dest="noise", action="store_false")
+    r.add_argument("--out", type=Path, default=RESULTS, help="where results are written")
+    s = sub.add_parser("smoke", help="N=1 on short audio (CI)")
+    s.add_argument("--name", default="smoke")
+    s.add_argument("--out", type=Path, default=RESULTS)
+    args = p.parse_args(argv)
+    if args.cmd == "smoke":
+        args = smoke_args(args.name, args.out)
+    out = run(args)
+    print(write(out, args.out))
+    return 0
+
+
+def smoke_args(name: str, out: Path) -> argparse.Namespace:
+    return argparse.Namespace(name=name, streams=[1], seconds=12.0, max_batch=8, threads=0,
+                              speed=1.0, url=None, noise=True, out=out)
+
+
+def write(out: dict, where: Path) -> str:
+    where.mkdir(parents=True, exist_ok=True)
+    (where / f"{out['name']}.json").write_text(json.dumps(out, indent=1))
+    md = markdown(out)
+    (where / f"{out['name']}.md").write_text(md)
+    return md

@@ -1,0 +1,149 @@
+"""Run the real server as a separate process and stream real speech to it from N clients."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import socket
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+from whisperwire.client.stream import StreamResult, paced, stream_chunks
+from whisperwire.server import wire
+
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (all its threads)."""
+    with open(f"/proc/{pid}/stat") as f:
+        parts = f.read().rsplit(")", 1)[1].split()
+    return (int(parts[11]) + int(parts[12])) / CLK
+
+
+def rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+@dataclass
+class ServerProcess:
+    url: str
+    pid: int
+    proc: subprocess.Popen | None = None
+
+
+@contextmanager
+def server(max_batch: int = 8, extra: tuple[str, ...] = (), url: str | None = None
+           ) -> Iterator[ServerProcess]:
+    """A fresh ``whisperwire serve`` on a free port, or the running server at ``url``."""
+    if url:
+        yield ServerProcess(url, -1)
+        return
+    port = free_port()
+    cmd = [sys.executable, "-m", "whisperwire.server", "serve", "--port", str(port),
+           "--max-batch", str(max_batch), "--log-level", "warning", *extra]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    import httpx
+
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"server did not start: {proc.stderr.read().decode()[-2000:]}")
+        time.sleep(0.2)
+    try:
+        yield ServerProcess(f"ws://127.0.0.1:{port}", proc.pid, proc)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@dataclass
+class RunRecord:
+    streams: list[StreamResult]
+    wall_s: float
+    cpu_s: float | None
+    rss_baseline_mib: float | None
+    rss_peak_mib: float | None
+    rss_samples: list[tuple[float, float]] = field(default_factory=list)
+
+
+def stream_many(srv: ServerProcess, audio: np.ndarray, n: int, speed: float = 1.0,
+                stagger_s: float = 0.37) -> RunRecord:
+    """N clients stream ``audio`` concurrently (start times staggered, so their windows do not
+    fall due in lockstep); CPU and RSS of the server are sampled meanwhile."""
+    pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
+    params = wire.ListenParams()
+    samples: list[tuple[float, float]] = []
+    stop = threading.Event()
+    base = rss_mib(srv.pid) if srv.pid > 0 else None
+
+    def sampler() -> None:
+        t0 = time.monotonic()
+        while not stop.wait(0.5):
+            if srv.pid > 0:
+                samples.append((time.monotonic() - t0, rss_mib(srv.pid)))
+
+    async def one(i: int) -> StreamResult:
+        await asyncio.sleep(i * stagger_s)
+        return await stream_chunks(srv.url, paced(pcm, params, speed), params,
+                                   close_timeout=600)
+
+    async def all_() -> list[StreamResult]:
+        return await asyncio.gather(*(one(i) for i in range(n)))
+
+    th = threading.Thread(target=sampler, daemon=True)
+    cpu0 = cpu_seconds(srv.pid) if srv.pid > 0 else None
+    t0 = time.monotonic()
+    th.start()
+    results = asyncio.run(all_())
+    wall = time.monotonic() - t0
+    stop.set()
+    th.join()
+    cpu = cpu_seconds(srv.pid) - cpu0 if cpu0 is not None else None
+    peak = max((r for _, r in samples), default=base)
+    return RunRecord(results, wall, cpu, base, peak, samples)
+
+
+def machine() -> dict[str, object]:
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    try:
+        with open("/proc/meminfo") as f:
+            mem = int(f.readline().split()[1]) / 1024 / 1024
+    except OSError:
+        mem = 0.0
+    import ctranslate2
+
+    return {"cpus": os.cpu_count(), "cpu_model": model, "mem_gib": round(mem, 1),
+            "python": platform.python_version(), "ctranslate2": ctranslate2.__version__,
+            "platform": platform.platform()}

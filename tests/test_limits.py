@@ -1,0 +1,228 @@
+"""Limits, admission, auth and slow consumers, each on a real server configured for it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import numpy as np
+import pytest
+
+from conftest import LiveServer, load16k, run
+from whisperwire.client.captions import watch
+from whisperwire.client.stream import paced, stream_chunks
+from whisperwire.server import wire
+from whisperwire.server.app import ServerConfig
+from whisperwire.server.auth import AuthConfig, load_token_file
+
+pytestmark = pytest.mark.e2e
+
+
+def s16(x):
+    return (np.clip(x, -1, 1) * 32767).astype("<i2").tobytes()
+
+
+@pytest.fixture(scope="module")
+def engine(live_server):
+    return live_server.app.state.engine  # the loaded model, shared
+
+
+async def first_and_close(url: str, headers=None):
+    import websockets
+
+    msgs = []
+    async with websockets.connect(url, additional_headers=headers or {}) as ws:
+        try:
+            async for m in ws:
+                msgs.append(wire.decode(m))
+        except websockets.ConnectionClosed:
+            pass
+        return msgs, ws.close_code
+
+
+def test_max_sessions_refuses_clearly(engine):
+    with LiveServer(ServerConfig(max_sessions=1), engine) as srv:
+        import websockets
+
+        async def go():
+            async with websockets.connect(srv.url + "/v1/listen") as first:
+                await first.recv()
+                return await first_and_close(srv.url + "/v1/listen")
+
+        msgs, code = run(go())
+        assert msgs[0].code == "server_full" and code == 1013
+
+
+def test_idle_timeout_and_max_duration(engine):
+    with LiveServer(ServerConfig(idle_timeout_s=1.0), engine) as srv:
+        import websockets
+
+        async def go(send_every: float, n: int):
+            async with websockets.connect(srv.url + "/v1/listen") as ws:
+                await ws.recv()
+                try:
+                    for _ in range(n):
+                        await ws.send(b"\x00\x00" * 160)
+                        await asyncio.sleep(send_every)
+                except websockets.ConnectionClosed:
+                    pass
+                return [wire.decode(m) async for m in ws]
+
+        msgs = run(go(0.0, 1))
+        assert [m.code for m in msgs if isinstance(m, wire.Error)] == ["idle_timeout"]
+        assert msgs[-1].reason == "idle_timeout"
+    with LiveServer(ServerConfig(max_session_s=1.5), engine) as srv:
+        msgs = run(go(0.1, 40))
+        assert [m.code for m in msgs if isinstance(m, wire.Error)] == ["max_duration"]
+        assert msgs[-1].reason == "max_duration"
+
+
+def test_tokens_for_speaking_and_viewing(engine, tmp_path):
+    tf = tmp_path / "tokens"
+    tf.write_text("# tokens\nspeak s3cret\nview look\n")
+    auth = load_token_file(tf)
+    assert auth == AuthConfig(("s3cret",), ("look",))
+    with LiveServer(ServerConfig(auth=auth), engine) as srv:
+        msgs, code = run(first_and_close(srv.url + "/v1/listen"))
+        assert msgs[0].code == "unauthorized" and code == 1008
+        msgs, code = run(first_and_close(srv.url + "/v1/listen?token=look"))
+        assert msgs[0].code == "unauthorized"  # a view token cannot speak
+        params = wire.ListenParams(session="auth1")
+        x = s16(load16k("LJ001-0002.wav"))
+
+        async def speak_with_header():
+            import websockets
+
+            async with websockets.connect(
+                f"{srv.url}/v1/listen?session=auth1",
+                additional_headers={"Authorization": "Bearer s3cret"}) as ws:
+                await ws.recv()
+                await ws.send(x)
+                await ws.send(json.dumps({"type": "close"}))
+                return [wire.decode(m) async for m in ws]
+
+        msgs = run(speak_with_header())
+        assert any(isinstance(m, wire.Final) for m in msgs)
+        del params
+        # viewing and transcripts need a view (or speak) token
+        denied = run(watch(srv.url, "auth1", lambda m: None))
+        assert denied[0].code == "unauthorized"
+        ok = run(watch(srv.url, "auth1", lambda m: None, token="look"))
+        assert any(isinstance(m, wire.Final) for m in ok)
+        base = f"{srv.http}/v1/sessions/auth1/transcript.txt"
+        assert httpx.get(base).status_code == 401
+        assert httpx.get(base + "?token=wrong").status_code == 401
+        r = httpx.get(base, headers={"Authorization": "Bearer look"})
+        assert r.status_code == 200 and "modern" in r.text
+
+
+def test_origin_allow_list(engine):
+    with LiveServer(ServerConfig(allowed_origins=("https://captions.example",)), engine) as srv:
+        msgs, code = run(first_and_close(srv.url + "/v1/listen",
+                                         {"Origin": "https://evil.example"}))
+        assert msgs[0].code == "forbidden_origin" and code == 1008
+
+        async def allowed():
+            import websockets
+
+            async with websockets.connect(srv.url + "/v1/listen",
+                                          additional_headers={"Origin": "https://captions.example"}) as ws:
+                return wire.decode(await ws.recv())
+
+        assert isinstance(run(allowed()), wire.Ready)
+
+
+def _raw_ws(port: int, path: str):
+    """A bare WebSocket client on a plain socket with a tiny receive buffer: it can send, and
+    it never reads a byte after the handshake (no client library's flow control in between)."""
+    import base64
+    import os
+    import socket
+
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+    sock.connect(("127.0.0.1", port))
+    key = base64.b64encode(os.urandom(16)).decode()
+    sock.sendall((f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+                  f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+                  "Sec-WebSocket-Version: 13\r\n\r\n").encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += sock.recv(1)
+    assert b" 101 " in head.split(b"\r\n")[0]
+    sock.settimeout(8.0)  # a server that stopped reading must not hang the test
+
+    def send_binary(payload: bytes) -> None:
+        mask = os.urandom(4)
+        n = len(payload)
+        hdr = bytes([0x82]) + (bytes([0x80 | n]) if n < 126 else
+                               bytes([0x80 | 126]) + n.to_bytes(2, "big") if n < 65536 else
+                               bytes([0x80 | 127]) + n.to_bytes(8, "big"))
+        body = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        sock.sendall(hdr + mask + body)
+
+    return sock, send_binary
+
+
+def test_client_that_never_reads_is_dropped_and_its_transcript_kept(engine):
+    """A speaker that stops reading cannot make the server buffer without bound: once its pipe
+    is full and messages pile up, the server finalises the session and lets it go."""
+    import time
+
+    cfg = ServerConfig(max_pending_messages=20, status_interval_s=0.002, send_timeout_s=1.5)
+    with LiveServer(cfg, engine, sndbuf=4096) as srv:
+        sock, send = _raw_ws(srv.port, "/v1/listen?session=deaf")
+        x = s16(load16k("jfk.wav"))
+        hub = srv.app.state.hub
+        deadline = time.monotonic() + 60
+        try:
+            i = 0
+            while time.monotonic() < deadline:
+                t = hub.get("deaf")
+                if t is not None and not t.live:
+                    break
+                send(x[i % len(x): i % len(x) + 3200])  # 100 ms a time, faster than real time
+                i += 3200
+                time.sleep(0.01)
+        except OSError:
+            pass
+        finally:
+            sock.close()
+        for _ in range(200):
+            t = hub.get("deaf")
+            if t is not None and not t.live:
+                break
+            time.sleep(0.05)
+        assert t is not None and not t.live and t.closed.reason == "slow_consumer"
+        assert t.finals, "what was said before is in the transcript"
+
+
+def test_outbox_coalesces_partials_keeps_finals_and_drops_a_stuck_peer():
+    from whisperwire.server.hub import Outbox
+
+    o = Outbox(max_pending=5)
+    for i in range(3):
+        o.put(wire.Partial(0, f"p{i}", 0.0, 1.0))
+    o.put(wire.Final(0, "f", 0.0, 1.0))
+    o.put(wire.Status(1.0, 0.1))
+    o.put(wire.Status(2.0, 0.2))
+    got = [run(o.next()) for _ in range(3)]
+    assert [type(m).__name__ for m in got] == ["Partial", "Final", "Status"]
+    assert got[0].text == "p2" and got[2].audio_seconds == 2.0
+    for i in range(6):
+        o.put(wire.Final(i, "x", 0.0, 1.0))
+    assert o.dropped and run(o.next()) is None
+
+
+def test_metrics_count_sessions_audio_and_errors(live_server):
+    params = wire.ListenParams()
+    run(stream_chunks(live_server.url, paced(s16(load16k("jfk.wav")), params, 0), params))
+    text = httpx.get(live_server.http + "/metrics").text
+    vals = {ln.rsplit(" ", 1)[0]: float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines()
+            if ln.startswith("whisperwire_")}
+    assert vals["whisperwire_audio_in_seconds_total"] >= 10.99
+    assert vals["whisperwire_decode_batch_size_count"] >= 1
+    assert vals['whisperwire_decode_stage_seconds_total{stage="encode"}'] > 0
+    assert vals["whisperwire_final_lag_seconds_count"] >= 1
+    assert "whisperwire_sessions" in vals and "whisperwire_viewers" in vals

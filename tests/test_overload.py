@@ -1,0 +1,53 @@
+"""Overload: a decoder slower than the audio makes captions coarser, never later and later, and
+loses nothing. The real model, slowed by a wrapper that adds delay to every batch."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from conftest import LiveServer, load16k, references, run
+from whisperwire.client.stream import paced, stream_chunks
+from whisperwire.server import wire
+from whisperwire.server.app import ServerConfig
+from whisperwire.server.engine import Engine
+from whisperwire.server.wer import wer
+
+pytestmark = pytest.mark.e2e
+
+
+class SlowEngine(Engine):
+    """The real engine, with ``delay`` seconds added to every decode batch (a starved CPU)."""
+
+    delay = 1.2
+
+    def decode_batch(self, reqs):  # type: ignore[no-untyped-def]
+        time.sleep(self.delay)
+        return super().decode_batch(reqs)
+
+
+def s16(x):
+    return (np.clip(x, -1, 1) * 32767).astype("<i2").tobytes()
+
+
+def test_lag_stays_bounded_and_text_complete():
+    files = ["LJ001-0001.wav", "LJ001-0002.wav", "LJ001-0003.wav", "LJ001-0004.wav",
+             "LJ001-0005.wav", "LJ001-0006.wav", "LJ001-0007.wav"]
+    audio = np.concatenate([load16k(f) for f in files])  # ~55 s, long utterances
+    ref = " ".join(references()[f] for f in files)
+    cfg = ServerConfig(status_interval_s=0.5)
+    with LiveServer(cfg, SlowEngine(cfg.engine)) as srv:
+        params = wire.ListenParams()
+        # 3x real time: the decoder (>= 1.2 s a batch) cannot keep up with 0.5 s steps
+        res = run(stream_chunks(srv.url, paced(s16(audio), params, 3.0), params))
+    lags = [m.lag for m in res.of_type(wire.Status)]
+    assert lags, "status events report the lag"
+    bound = cfg.stream.max_window_ms / 1000 + 3 * cfg.engine.max_batch
+    assert max(lags) < bound, f"lag {max(lags):.1f}s"
+    # captions got coarser: fewer, longer finals than audio steps would give
+    finals = res.finals
+    assert len(finals) < len(audio) / 16000 / (cfg.stream.step_ms / 1000) / 2
+    assert wer(ref, res.text) <= 0.12
+    assert isinstance(res.messages[-1][2], wire.Closed)

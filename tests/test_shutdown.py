@@ -1,0 +1,62 @@
+"""SIGTERM: the server stops taking sessions, finalises the open ones (their speakers get the
+last finals and `closed`) and exits."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from conftest import load16k, run
+from whisperwire.server import wire
+from whisperwire.server.wer import normalize
+
+pytestmark = pytest.mark.e2e
+
+
+def test_sigterm_finalises_open_sessions(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "whisperwire.server", "serve", "--port",
+                             str(port), "--log-level", "info"], stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(300):
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        audio = load16k("LJ001-0001.wav")
+        pcm = (audio * 32767).astype("<i2").tobytes()
+
+        async def go():
+            import websockets
+
+            async with websockets.connect(f"ws://127.0.0.1:{port}/v1/listen") as ws:
+                await ws.recv()
+                await ws.send(pcm)  # the whole sentence, then no close from us
+                await asyncio.sleep(0.5)
+                proc.send_signal(signal.SIGTERM)
+                return [wire.decode(m) async for m in ws], ws.close_code
+
+        msgs, code = run(go())
+        # uvicorn re-raises the signal after its graceful shutdown: the exit status says SIGTERM
+        assert proc.wait(60) in (0, -signal.SIGTERM)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = " ".join(m.text for m in msgs if isinstance(m, wire.Final))
+    assert normalize(text)[-2:] == ["the", "exhibition"], text
+    assert isinstance(msgs[-1], wire.Closed) and msgs[-1].reason == "server_shutdown"
+    assert code == 1000
+    log = proc.stderr.read()
+    assert "event=drained sessions=1 left=0" in log
+    assert "s3cret" not in log
