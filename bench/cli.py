@@ -106,14 +106,16 @@ def run(args: argparse.Namespace) -> dict:
     ref_words = analysis.reference_words(offline_words)
     from whisperwire.server.wer import wer
 
+    extra = (("--cpu-threads", str(args.threads)) if args.threads else ()) + tuple(
+        getattr(args, "server_arg", None) or ())
     out: dict = {
         "name": args.name, "machine": harness.machine(), "audio_seconds": c.seconds,
         "files": c.files, "max_batch": args.max_batch,
+        "server_args": list(extra),
         "offline": {"wer": wer(c.reference, offline_text), "text": offline_text,
                     "cpu_s_per_audio_s": offline_cpu / c.seconds},
         "runs": [],
     }
-    extra = ("--cpu-threads", str(args.threads)) if args.threads else ()
     for n in args.streams:
         with harness.server(args.max_batch, extra, args.url) as srv:
             rec = harness.stream_many(srv, c.audio, n, speed=args.speed)
@@ -149,7 +151,8 @@ def markdown(out: dict) -> str:
         f"# {out['name']}",
         "",
         f"Machine: {m['cpus']} CPUs ({m['cpu_model']}), {m['mem_gib']} GiB, Python {m['python']}, "
-        f"CTranslate2 {m['ctranslate2']}. Model: embedded tiny.en int8. max_batch={out['max_batch']}.",
+        f"CTranslate2 {m['ctranslate2']}. Model: embedded tiny.en int8. max_batch={out['max_batch']}"
+        f"{', server args: ' + ' '.join(out['server_args']) if out.get('server_args') else ''}.",
         f"Audio: {len(out['files'])} files, {out['audio_seconds']:.1f} s per stream, real-time pace.",
         f"Offline (same model, greedy): WER {out['offline']['wer'] * 100:.1f} %, "
         f"{out['offline']['cpu_s_per_audio_s']:.3f} CPU-s per audio-s.",
@@ -178,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--speed", type=float, default=1.0)
     r.add_argument("--url", default=None, help="bench a running server instead of starting one")
     r.add_argument("--no-noise", dest="noise", action="store_false")
+    r.add_argument("--server-arg", action="append", default=[],
+                   help="passed to `whisperwire serve` (repeatable), e.g. --server-arg=--step-ms=700")
     r.add_argument("--out", type=Path, default=RESULTS, help="where results are written")
     s = sub.add_parser("smoke", help="N=1 on short audio (CI)")
     s.add_argument("--name", default="smoke")

@@ -50,8 +50,9 @@ def _serve(args: argparse.Namespace) -> int:
             compute_type=args.compute_type,
             cpu_threads=args.cpu_threads,
             max_batch=args.max_batch,
+            encoder_granularity_s=args.encoder_granularity,
         ),
-        stream=StreamOptions(step_ms=args.step_ms),
+        stream=StreamOptions(step_ms=args.step_ms, overlap_ms=args.overlap_ms),
         vad=VadOptions(aggressiveness=args.vad_aggressiveness),
     )
     tls = {"ssl_certfile": args.tls_cert, "ssl_keyfile": args.tls_key} if args.tls_cert else {}
@@ -123,6 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--cpu-threads", type=int, default=0, help="0: all cores")
     s.add_argument("--max-batch", type=int, default=8, help="windows decoded together")
     s.add_argument("--step-ms", type=int, default=500, help="re-decode after this much new speech")
+    s.add_argument("--overlap-ms", type=int, default=3000,
+                   help="committed audio kept in the window as context")
+    s.add_argument("--encoder-granularity", type=float, default=2.0,
+                   help="encoder input = window rounded up to N s, plus N s (0: always 30 s)")
     s.add_argument("--vad-aggressiveness", type=int, default=2, choices=range(4))
     s.add_argument("--log-level", default="info")
     s.add_argument("--token", action="append", default=[], help="token that may speak and view (repeatable)")

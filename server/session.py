@@ -248,22 +248,28 @@ class StreamSession:
             self._emit_final(u.buffer.commit_agreed(), eou=False)
         else:
             u.buffer.commit_until(-1.0)  # too little audio to trust: remember, commit nothing
+        at_least = 0
         if req.duration * 1000 >= self.opt.max_window_ms - 1:
-            self._emit_final(u.buffer.commit_until(win_end - self.opt.stall_keep_ms / 1000), False)
-        self._slide_window(u)
+            # a full window: commit what it holds, and move on even if it held no words
+            keep_from = win_end - self.opt.stall_keep_ms / 1000
+            self._emit_final(u.buffer.commit_until(keep_from), False)
+            at_least = int(keep_from * MODEL_RATE)
+        self._slide_window(u, at_least)
         self._update_partial(u)
 
-    def _slide_window(self, u: _Utterance) -> None:
-        """Start the window at the first committed word of the last ``overlap_ms``: those words
-        become the next decode's prefix, the audio before them leaves the window."""
+    def _slide_window(self, u: _Utterance, at_least: int = 0) -> None:
+        """Start the window at the first committed word of the last ``overlap_ms`` (those words
+        become the next decode's prefix; the audio before them leaves the window), and never
+        before ``at_least``."""
         committed = u.buffer.committed
-        if not committed:
-            return
-        end = u.buffer.committed_end
-        i = len(committed) - 1
-        while i > 0 and end - committed[i - 1].start <= self.opt.overlap_ms / 1000:
-            i -= 1
-        start = max(u.start, int((committed[i].start - 0.05) * MODEL_RATE))
+        start = max(u.window_start, at_least)
+        if committed:
+            end = u.buffer.committed_end
+            i = len(committed) - 1
+            while i > 0 and end - committed[i - 1].start <= self.opt.overlap_ms / 1000:
+                i -= 1
+            start = max(start, int((committed[i].start - 0.05) * MODEL_RATE))
+        start = min(max(start, u.start), u.decoded_to)
         if start > u.window_start:
             u.window_start = start
             u.trim(start)

@@ -242,3 +242,21 @@ def test_a_loop_keeps_the_words_before_it():
 
     text = " ".join(f.text for f in finals(drive(s, loops_at_end, audio)))
     assert text.split() == ["w0", "w1", "w2"]
+
+
+def test_a_long_utterance_without_words_still_moves_on_and_ends():
+    """Noise the VAD let through, decoded as nothing, for longer than a window: the window must
+    still advance (bounded work, bounded lag) and the utterance must end."""
+    audio, truth = make_stream(100, gap_s=0.02)  # ~42 s of one "utterance"
+    s = StreamSession(StreamOptions(), energy_vad())
+
+    class Silent(ScriptedDecoder):
+        def __call__(self, req):
+            self.requests.append(req)
+            return DecodeResult()
+
+    dec = Silent(truth)
+    ev = drive(s, dec, audio)
+    assert s.flushed and finals(ev) == []
+    assert len(dec.requests) < 2 * len(audio) / SR  # no spinning on one full window
+    assert max(r.duration for r in dec.requests) <= StreamOptions().max_window_ms / 1000
