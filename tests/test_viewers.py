@@ -111,7 +111,7 @@ def test_mic_cli_with_file_backed_source_and_captions_cli(live_server, tmp_path)
     mic = _cli("mic", "--url", live_server.url, "--session", "mic-cli",
                "--input-file", str(SPEECH / "jfk.wav"), "--output", str(out))
     assert mic.returncode == 0, mic.stderr
-    assert wer(references()["jfk.wav"], mic.stdout) <= 0.1
+    assert wer(references()["jfk.wav"], mic.stdout) <= 0.15
     check_cues(out.read_text(), vtt=False)
     vout, verr = viewer.communicate(timeout=60)
     assert viewer.returncode == 0, verr
