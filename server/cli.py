@@ -83,28 +83,27 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stream(args: argparse.Namespace) -> int:
-    from whisperwire.client.stream import main as stream_main
+def _lazy(module: str):  # type: ignore[no-untyped-def]
+    """A subcommand whose module (and its heavy imports) loads only when it runs."""
 
-    return stream_main(args)
+    def run(args: argparse.Namespace) -> int:
+        import importlib
 
+        return int(importlib.import_module(module).main(args) or 0)
 
-def _mic(args: argparse.Namespace) -> int:
-    from whisperwire.client.mic import main as mic_main
-
-    return mic_main(args)
-
-
-def _captions(args: argparse.Namespace) -> int:
-    from whisperwire.client.captions import main as captions_main
-
-    return captions_main(args)
+    return run
 
 
-def _doctor(args: argparse.Namespace) -> int:
-    from .doctor import main as doctor_main
-
-    return doctor_main(args)
+def _client_parser(sub, name: str, help: str, speaker: bool):  # type: ignore[no-untyped-def]
+    """The flags every client subcommand shares."""
+    p = sub.add_parser(name, help=help)
+    p.add_argument("--url", default="ws://127.0.0.1:8765")
+    p.add_argument("--token", default=None, help="auth token, if the server wants one")
+    p.add_argument("--output", help="save the finals as FILE.srt, .vtt, .json or .txt")
+    if speaker:
+        p.add_argument("--language", default=None)
+        p.add_argument("--session", default=None, help="publish under this id (for viewers)")
+    return p
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -144,39 +143,27 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tls-key", help="... and this key")
     s.set_defaults(func=_serve)
 
-    f = sub.add_parser("stream", help="stream an audio file to a server and print captions")
+    f = _client_parser(sub, "stream", "stream an audio file to a server and print captions",
+                       speaker=True)
     f.add_argument("file")
-    f.add_argument("--url", default="ws://127.0.0.1:8765")
-    f.add_argument("--token", default=None, help="auth token, if the server wants one")
     f.add_argument("--speed", type=float, default=1.0, help="times real time; 0 = as fast as possible")
-    f.add_argument("--language", default=None)
-    f.add_argument("--output", help="save the finals as FILE.srt, .vtt, .json or .txt")
-    f.add_argument("--session", default=None, help="publish under this id (for viewers)")
-    f.set_defaults(func=_stream)
+    f.set_defaults(func=_lazy("whisperwire.client.stream"))
 
-    m = sub.add_parser("mic", help="live captions from a microphone")
-    m.add_argument("--url", default="ws://127.0.0.1:8765")
-    m.add_argument("--token", default=None, help="auth token, if the server wants one")
+    m = _client_parser(sub, "mic", "live captions from a microphone", speaker=True)
     m.add_argument("--device", default=None, help="input device index or name (see --list-devices)")
     m.add_argument("--list-devices", action="store_true")
-    m.add_argument("--language", default=None)
-    m.add_argument("--output", help="save the finals as FILE.srt, .vtt, .json or .txt")
-    m.add_argument("--session", default=None, help="publish under this id (for viewers)")
     m.add_argument("--input-file", help=argparse.SUPPRESS)  # a file instead of the microphone
-    m.set_defaults(func=_mic)
+    m.set_defaults(func=_lazy("whisperwire.client.mic"))
 
     d = sub.add_parser("doctor", help="check this machine: CTranslate2 build, devices, a sample decode")
     d.add_argument("--model", default="embedded")
     d.add_argument("--device", default="auto")
     d.add_argument("--json", action="store_true")
-    d.set_defaults(func=_doctor)
+    d.set_defaults(func=_lazy("whisperwire.server.doctor"))
 
-    c = sub.add_parser("captions", help="print a session's captions as a viewer")
+    c = _client_parser(sub, "captions", "print a session's captions as a viewer", speaker=False)
     c.add_argument("session")
-    c.add_argument("--url", default="ws://127.0.0.1:8765")
-    c.add_argument("--token", default=None, help="auth token, if the server wants one")
-    c.add_argument("--output", help="save the finals as FILE.srt, .vtt, .json or .txt")
-    c.set_defaults(func=_captions)
+    c.set_defaults(func=_lazy("whisperwire.client.captions"))
     return p
 
 

@@ -17,7 +17,6 @@ import logging
 import math
 import os
 import time
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -231,6 +230,7 @@ class Engine:
     def decode_batch(self, reqs: list[DecodeRequest]) -> list[DecodeResult]:
         """Decode several windows at once (blocking; call from the worker thread)."""
         import ctranslate2
+        from faster_whisper.transcribe import get_compression_ratio
 
         st = self.stats
         t0 = time.perf_counter()
@@ -274,7 +274,7 @@ class Engine:
         out = []
         for (tokens, avg_lp, nsp), t, w, lang, x in zip(results, toks, words, langs, pre):
             text = t.decode([tk for tk in tokens[len(x) :] if tk < t.eot]).strip()
-            cr = _compression_ratio(t.decode(tokens).strip())
+            cr = get_compression_ratio(t.decode(tokens).strip())
             out.append(DecodeResult(tuple(w), text, nsp, avg_lp, cr, lang))
         self.stats.batches += 1
         self.stats.items += len(reqs)
@@ -320,10 +320,12 @@ class Engine:
         return out
 
     def _needs_fallback(self, tok: Any, tokens: list[int], avg_lp: float, nsp: float) -> bool:
+        from faster_whisper.transcribe import get_compression_ratio
+
         o = self.opt
         if nsp > o.no_speech_threshold and avg_lp < o.logprob_threshold:
             return False  # silence: nothing to retry
-        cr = _compression_ratio(tok.decode(tokens).strip())
+        cr = get_compression_ratio(tok.decode(tokens).strip())
         return cr > o.compression_ratio_threshold or avg_lp < o.logprob_threshold
 
     def _fallback(
@@ -333,6 +335,7 @@ class Engine:
         """Whisper's temperature fallback for one item whose greedy decode looped or was
         unsure; the least repetitive, most likely candidate wins."""
         import ctranslate2
+        from faster_whisper.transcribe import get_compression_ratio
 
         enc = self._wm.model.encode(ctranslate2.StorageView.from_array(feats[None]), to_cpu=False)
         cands = [(tokens, avg_lp)]
@@ -341,7 +344,7 @@ class Engine:
             cands.append((toks, lp))
             if not self._needs_fallback(tok, toks, lp, nsp):
                 return toks, lp
-        ok = [c for c in cands if _compression_ratio(tok.decode(c[0])) <= self.opt.compression_ratio_threshold]
+        ok = [c for c in cands if get_compression_ratio(tok.decode(c[0])) <= self.opt.compression_ratio_threshold]
         return max(ok or cands, key=lambda c: c[1])
 
     def _words(
@@ -374,10 +377,3 @@ class Engine:
                     )
             out.append(words)
         return out
-
-
-def _compression_ratio(text: str) -> float:
-    if not text:
-        return 0.0
-    b = text.encode("utf-8")
-    return len(b) / len(zlib.compress(b))

@@ -94,7 +94,6 @@ def test_abrupt_disconnect_still_finalises_the_transcript(live_server):
     audio = load16k("LJ001-0002.wav")  # "in being comparatively modern."
     res = run(stream_pcm(live_server.url, s16(audio), wire.ListenParams(session="drop-test"),
                          speed=0, end="drop"))
-    assert isinstance(res.messages[0][2], wire.Ready) if res.messages else True
     hub = live_server.app.state.hub
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
