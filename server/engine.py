@@ -100,6 +100,15 @@ class Engine:
     def loaded(self) -> bool:
         return self._wm is not None
 
+    def health(self) -> str | None:
+        """None while decodes can be served; otherwise why not (for ``/readyz`` and refusals)."""
+        if self._wm is None:
+            return "the model is still loading"
+        for _q, task in self._loops.values():
+            if task.done():
+                return "the decode scheduler stopped"
+        return None
+
     @property
     def languages(self) -> tuple[str, ...]:
         """Language codes the loaded model accepts."""

@@ -174,6 +174,15 @@ class StreamSession:
         return total
 
     @property
+    def backlog(self) -> float:
+        """Seconds of speech received but not yet sent to the decoder at all."""
+        total = 0.0
+        for u in self._utts:
+            end = u.available if u.end is None else u.end
+            total += max(0, end - u.decoded_to) / MODEL_RATE
+        return total
+
+    @property
     def audio_seconds(self) -> float:
         return self.samples_in / MODEL_RATE
 
