@@ -1,4 +1,4 @@
-"""WhisperWire's Python clients: stream a file, (later) the microphone, and watch captions.
+"""WhisperWire's Python clients: stream a file, caption the microphone, and watch a session.
 
 They speak protocol v1 through :mod:`whisperwire.server.wire`, the one definition of it.
 """

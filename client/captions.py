@@ -1,22 +1,34 @@
-"""``whisperwire captions SESSION``: print a session's captions as a viewer."""
+"""``whisperwire captions SESSION``: print a session's captions as a viewer.
+
+A fixed session id is a channel: the server keeps a viewer's socket open when a speaker ends
+(it sends ``closed``) and the next speaker under the same id continues on it. So by default this
+command follows the channel across restarts until Ctrl-C or until the server closes the socket;
+``--once`` stops at the first ``closed``.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import quote
 
 from whisperwire.server import wire
 
-from .stream import CaptionPrinter, write_output
+from .connect import check_output, parse_event, run_client, ws_url
+from .printer import CaptionPrinter
+from .stream import ctrl_c_sets, write_output
 
-__all__ = ["watch", "main"]
+__all__ = ["main", "watch", "watch_when_live"]
 
 
 async def watch(url: str, session: str, on_message: Callable[[wire.Message], None],
-                token: str | None = None) -> list[wire.Message]:
-    """Everything the server sends a viewer of ``session``, until it closes."""
+                token: str | None = None, *, follow: bool = False,
+                stop: asyncio.Event | None = None) -> list[wire.Message]:
+    """Everything the server sends a viewer of ``session``: up to the first ``closed``, or with
+    ``follow`` until the server closes the socket. Setting ``stop`` ends it early (the messages
+    so far are returned). Messages of unknown types are skipped."""
     import websockets
 
     out: list[wire.Message] = []
@@ -24,24 +36,41 @@ async def watch(url: str, session: str, on_message: Callable[[wire.Message], Non
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with websockets.connect(full, max_size=None, open_timeout=30,
                                   additional_headers=headers) as ws:
-        try:
-            async for raw in ws:
-                m = wire.decode(raw)
-                out.append(m)
-                on_message(m)
-        except websockets.ConnectionClosed:
-            pass
+
+        async def read() -> None:
+            try:
+                async for raw in ws:
+                    m = parse_event(raw)
+                    if m is None:
+                        continue
+                    out.append(m)
+                    on_message(m)
+                    if isinstance(m, wire.Closed) and not follow:
+                        return
+            except websockets.ConnectionClosed:
+                pass
+
+        reader = asyncio.ensure_future(read())
+        waits = {reader} | ({asyncio.ensure_future(stop.wait())} if stop else set())
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for t in waits:
+            t.cancel()
     return out
 
 
 async def watch_when_live(url: str, session: str, on_message: Callable[[wire.Message], None],
-                          retry_s: float = 1.0, token: str | None = None) -> list[wire.Message]:
+                          retry_s: float = 1.0, token: str | None = None, *,
+                          follow: bool = False, stop: asyncio.Event | None = None
+                          ) -> list[wire.Message]:
     """Like :func:`watch`, but waits for a session that has not started yet."""
     told = False
     while True:
         msgs = await watch(url, session,
-                           lambda m: None if isinstance(m, wire.Error) else on_message(m), token)
+                           lambda m: None if isinstance(m, wire.Error) else on_message(m), token,
+                           follow=follow, stop=stop)
         if msgs and isinstance(msgs[0], wire.Error) and msgs[0].code == "unknown_session":
+            if stop is not None and stop.is_set():
+                return []
             if not told:
                 print(f"waiting for session {session!r} to start ...", file=sys.stderr)
                 told = True
@@ -54,15 +83,26 @@ async def watch_when_live(url: str, session: str, on_message: Callable[[wire.Mes
 
 
 def main(args: Any) -> int:
-    printer = CaptionPrinter()
-    try:
-        msgs = asyncio.run(watch_when_live(args.url, args.session, printer, token=args.token))
-    except OSError as exc:
-        print(f"cannot reach the server at {args.url}: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-    errors = [m for m in msgs if isinstance(m, wire.Error)]
-    if args.output:
-        write_output(args.output, [m for m in msgs if isinstance(m, wire.Final)])
-    return 1 if errors and not any(isinstance(m, wire.Final) for m in msgs) else 0
+    def body() -> int:
+        url = ws_url(args.url)
+        check_output(args.output)
+        printer = CaptionPrinter(one_per_line=getattr(args, "lines", False))
+
+        async def go() -> list[wire.Message]:
+            stop = asyncio.Event()
+            ctrl_c_sets(stop)  # Ctrl-C: stop watching, still save --output
+            return await watch_when_live(url, args.session, printer, token=args.token,
+                                         follow=not getattr(args, "once", False), stop=stop)
+
+        msgs = asyncio.run(go())
+        printer.close()
+        finals = [m for m in msgs if isinstance(m, wire.Final)]
+        errors = [m for m in msgs if isinstance(m, wire.Error)]
+        if args.output:
+            write_output(args.output, finals)
+            print(f"-- saved {len(finals)} captions to {args.output}", file=sys.stderr)
+        if errors and not finals:
+            return 1
+        return 0
+
+    return run_client(body, args.url)

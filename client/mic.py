@@ -1,8 +1,8 @@
 """``whisperwire mic``: live captions from a microphone (sounddevice/PortAudio).
 
 The capture source is anything with sounddevice's ``InputStream`` interface (a callback
-receiving int16 blocks); :class:`FileSource` plays a file through the same interface, for tests
-and machines without a sound card.
+receiving int16 blocks); :class:`FileSource` plays a file through the same interface
+(``--input-file``), for tests and machines without a sound card.
 """
 
 from __future__ import annotations
@@ -11,15 +11,17 @@ import asyncio
 import sys
 import threading
 import time
-from typing import Any, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import numpy as np
-
 from whisperwire.server import wire
 
-from .stream import CaptionPrinter, stream_chunks, write_output
+from .connect import ClientFault, check_output, run_client, ws_url
+from .printer import CaptionPrinter
+from .stream import ctrl_c_sets, finish, stream_chunks
 
-__all__ = ["FileSource", "capture", "main"]
+__all__ = ["FileSource", "capture", "describe_devices", "input_devices", "main"]
 
 PORTAUDIO_HINT = (
     "PortAudio is not installed. Debian/Ubuntu: sudo apt-get install libportaudio2; "
@@ -115,57 +117,90 @@ async def capture(source_factory: Callable[..., Any], samplerate: int, *,
             yield item
 
 
-def main(args: Any) -> int:
-    if args.list_devices:
-        try:
-            import sounddevice as sd
-        except OSError:
-            print(PORTAUDIO_HINT, file=sys.stderr)
-            return 2
-        print(sd.query_devices())
-        return 0
-    if args.input_file:
-        rate = 16000
+NO_INPUT_ADVICE = (
+    "plug in a microphone or headset (on Linux, `arecord -l` lists what ALSA sees), or pick "
+    "another with --device (see --list-devices); to try WhisperWire without one, play a file: "
+    "`whisperwire mic --input-file FILE` or `whisperwire stream FILE`"
+)
 
-        def factory(**kw: Any) -> FileSource:
-            return FileSource(args.input_file, **kw)
-    else:
-        try:
-            import sounddevice as sd
-        except OSError:
-            print(PORTAUDIO_HINT, file=sys.stderr)
-            return 2
-        try:
-            info = sd.query_devices(args.device, "input")
-        except (ValueError, sd.PortAudioError) as exc:
-            print(f"no input device{'' if args.device is None else ' ' + repr(args.device)}: {exc}. "
-                  "Try --list-devices.", file=sys.stderr)
-            return 2
-        rate = int(info["default_samplerate"])
 
-        def factory(**kw: Any) -> Any:
-            return open_microphone(args.device, **kw)
+def input_devices(devices: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    """(index, name) of each device that can record, from ``sounddevice.query_devices()``."""
+    return [(i, str(d.get("name", "?"))) for i, d in enumerate(devices)
+            if int(d.get("max_input_channels", 0)) > 0]
 
-    printer = CaptionPrinter(show_level=True)
-    params = wire.ListenParams(sample_rate=rate, language=args.language, session=args.session)
 
-    async def go() -> Any:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        try:
-            import signal
+def describe_devices(devices: list[dict[str, Any]]) -> tuple[str, int]:
+    """What ``--list-devices`` prints, and its exit status (1 when nothing can record)."""
+    inputs = input_devices(devices)
+    if not inputs:
+        found = "no audio devices at all" if not devices else \
+            f"{len(devices)} audio device(s), none of them an input"
+        return f"no input device: PortAudio sees {found}. {NO_INPUT_ADVICE}.", 1
+    return "\n".join(f"{i:3d}  {name}" for i, name in inputs), 0
 
-            loop.add_signal_handler(signal.SIGINT, stop.set)  # Ctrl-C: flush, wait for finals
-        except (NotImplementedError, RuntimeError):
-            pass
-        chunks = capture(factory, rate, on_level=printer.set_level, stop=stop)
-        return await stream_chunks(args.url, chunks, params, on_message=printer, token=args.token)
 
+def _sounddevice() -> Any:
     try:
+        import sounddevice as sd
+    except OSError:
+        raise ClientFault(PORTAUDIO_HINT) from None
+    return sd
+
+
+def _microphone(device: Any) -> tuple[int, Callable[..., Any]]:
+    """The input's sample rate and a factory opening it; ClientFault when there is none."""
+    sd = _sounddevice()
+    if isinstance(device, str) and device.isdigit():
+        device = int(device)
+    try:
+        info = sd.query_devices(device, "input")
+    except (ValueError, sd.PortAudioError):
+        devices = list(sd.query_devices())
+        which = "" if device is None else f" {device!r}"
+        if not input_devices(devices):
+            raise ClientFault(f"no input device{which}: this machine has no microphone PortAudio "
+                              f"can see; {NO_INPUT_ADVICE}") from None
+        raise ClientFault(f"no input device{which}; see --list-devices") from None
+
+    def factory(**kw: Any) -> Any:
+        try:
+            return open_microphone(device, **kw)
+        except sd.PortAudioError as exc:  # busy, unplugged since, or a rate it cannot do
+            raise ClientFault(f"cannot open the input device {info['name']!r}: {exc}") from None
+
+    return int(info["default_samplerate"]), factory
+
+
+def main(args: Any) -> int:
+    def body() -> int:
+        if args.list_devices:
+            text, status = describe_devices(list(_sounddevice().query_devices()))
+            print(text, file=sys.stderr if status else sys.stdout)
+            return status
+        url = ws_url(args.url)
+        check_output(args.output)
+        if args.input_file:
+            from .audio_file import read_audio
+
+            read_audio(args.input_file, 16000)  # a missing or non-audio file is said now
+            rate = 16000
+
+            def factory(**kw: Any) -> FileSource:
+                return FileSource(args.input_file, **kw)
+        else:
+            rate, factory = _microphone(args.device)
+        printer = CaptionPrinter(show_level=True, one_per_line=getattr(args, "lines", False))
+        params = wire.ListenParams(sample_rate=rate, language=args.language, session=args.session)
+
+        async def go() -> Any:
+            stop = asyncio.Event()
+            ctrl_c_sets(stop)  # Ctrl-C: stop capturing, flush, wait for the last finals
+            chunks = capture(factory, rate, on_level=printer.set_level, stop=stop)
+            return await stream_chunks(url, chunks, params, on_message=printer, token=args.token)
+
         res = asyncio.run(go())
-    except OSError as exc:
-        print(f"cannot reach the server at {args.url}: {exc}", file=sys.stderr)
-        return 2
-    if args.output:
-        write_output(args.output, res.finals)
-    return 0
+        printer.close()
+        return finish(res, url, args.output)
+
+    return run_client(body, args.url)

@@ -1,5 +1,8 @@
 """``whisperwire stream FILE``: play a file to the server at real-time pace (or faster) and
-print the captions, the way to try the server without a microphone."""
+print the captions, the way to try the server without a microphone.
+
+The sending and receiving here (:func:`stream_chunks`) is shared with ``whisperwire mic``, the
+tests and the benchmarks."""
 
 from __future__ import annotations
 
@@ -7,18 +10,19 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Callable
 from urllib.parse import urlencode
 
 import numpy as np
-
 from whisperwire.server import wire
 
 from .audio_file import read_audio
+from .connect import ClientFault, check_output, parse_event, run_client, ws_url
+from .printer import CaptionPrinter
 
-__all__ = ["CaptionPrinter", "StreamResult", "stream_chunks", "stream_file", "stream_pcm",
-           "write_output"]
+__all__ = ["CaptionPrinter", "StreamResult", "finish", "paced", "stream_chunks", "stream_file",
+           "stream_pcm", "until_stopped", "write_output"]
 
 
 @dataclass
@@ -28,6 +32,8 @@ class StreamResult:
 
     messages: list[tuple[float, float, wire.Message]] = field(default_factory=list)
     sends: list[tuple[float, float]] = field(default_factory=list)  # (time, audio s sent so far)
+    close_code: int | None = None  # how the server closed the socket (None: never closed)
+    close_reason: str = ""
 
     @property
     def finals(self) -> list[wire.Final]:
@@ -80,7 +86,9 @@ async def stream_chunks(
 ) -> StreamResult:
     """Send each chunk of PCM as it comes, then ``end`` ("close", "finalize" then close, or
     "drop": hang up without a word), and collect everything the server says until it closes.
-    Cancelling ``chunks`` early (Ctrl-C on a microphone) still ends with a proper close."""
+    Cancelling ``chunks`` early (Ctrl-C on a microphone) still ends with a proper close. A
+    server that refuses the session or goes away mid-stream ends the sending; what it said up
+    to then is in the result (``close_code``, the ``error`` events), nothing is raised."""
     import websockets
 
     bps = params.bytes_per_sample
@@ -95,7 +103,9 @@ async def stream_chunks(
         async def reader() -> None:
             try:
                 async for raw in ws:
-                    m = wire.decode(raw)
+                    m = parse_event(raw)
+                    if m is None:
+                        continue
                     res.messages.append((time.monotonic() - t0, sent / bps / params.sample_rate, m))
                     if on_message:
                         on_message(m)
@@ -111,14 +121,24 @@ async def stream_chunks(
                 res.sends.append((time.monotonic() - t0, sent / bps / params.sample_rate))
         except (asyncio.CancelledError, KeyboardInterrupt):
             pass  # stop sending; still close properly below
+        except websockets.ConnectionClosed:
+            pass  # the server ended it (a refusal, or it stopped): the reader has its last words
+        finally:
+            aclose = getattr(chunks, "aclose", None)
+            if aclose is not None:
+                await aclose()  # release the source now (a microphone stops capturing)
         if end == "drop":
             ws.transport.abort()  # hang up at the transport level, like a crashed client
             rtask.cancel()
             return res
-        if end == "finalize":
-            await ws.send(json.dumps({"type": "finalize"}))
-        await ws.send(json.dumps({"type": "close"}))
+        try:
+            if end == "finalize":
+                await ws.send(json.dumps({"type": "finalize"}))
+            await ws.send(json.dumps({"type": "close"}))
+        except websockets.ConnectionClosed:
+            pass
         await asyncio.wait_for(rtask, close_timeout)
+    res.close_code, res.close_reason = ws.close_code, ws.close_reason or ""
     return res
 
 
@@ -140,7 +160,8 @@ def stream_file(url: str, path: str, *, speed: float = 1.0, language: str | None
 
 
 def write_output(path: str, finals: list[wire.Final]) -> None:
-    """Save finals as .srt, .vtt, .json or .txt, by the file's extension."""
+    """Save finals as .srt, .vtt, .json or .txt, by the file's extension (checked beforehand
+    with :func:`~.connect.check_output`). Raises ClientFault if the file cannot be written."""
     from whisperwire.server import subtitles
 
     ext = path.rsplit(".", 1)[-1].lower()
@@ -152,61 +173,102 @@ def write_output(path: str, finals: list[wire.Final]) -> None:
         text = subtitles.to_json("", finals, False)
     else:
         text = subtitles.to_txt(finals)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        raise ClientFault(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-class CaptionPrinter:
-    """Finals as lines; on a terminal, the partial is redrawn in place after them (dim)."""
+async def until_stopped(chunks: AsyncIterator[bytes], stop: asyncio.Event
+                        ) -> AsyncIterator[bytes]:
+    """``chunks`` until ``stop`` is set (Ctrl-C): the stream then ends with a proper close and
+    the server's last finals still arrive."""
+    try:
+        async for piece in chunks:
+            if stop.is_set():
+                break
+            yield piece
+    finally:
+        aclose = getattr(chunks, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
-    def __init__(self, out=sys.stdout, show_level: bool = False) -> None:  # type: ignore[no-untyped-def]
-        self.out = out
-        self.tty = out.isatty()
-        self.show_level = show_level and self.tty
-        self.level = 0.0
-        self.partial = ""
 
-    def set_level(self, rms: float) -> None:
-        self.level = rms
-        if self.show_level:
-            self._draw()
+def ctrl_c_sets(stop: asyncio.Event) -> None:
+    """On the running loop: the first Ctrl-C sets ``stop`` instead of raising."""
+    import signal
 
-    def _draw(self) -> None:
-        bar = ""
-        if self.show_level:
-            n = min(8, int(self.level * 40))
-            bar = "[" + "#" * n + " " * (8 - n) + "] "
-        self.out.write(f"\r\033[K{bar}\033[2m{self.partial[-150:]}\033[0m")
-        self.out.flush()
+    try:
+        asyncio.get_running_loop().add_signal_handler(signal.SIGINT, stop.set)
+    except (NotImplementedError, RuntimeError):  # not on the main thread, or Windows
+        pass
 
-    def __call__(self, m: wire.Message) -> None:
-        if isinstance(m, wire.Partial) and self.tty:
-            self.partial = m.text
-            self._draw()
-        elif isinstance(m, wire.Final):
-            self.partial = ""
-            self.out.write(("\r\033[K" if self.tty else "") + m.text + "\n")
-        elif isinstance(m, wire.Error):
-            self.out.write(f"\n[error {m.code}] {m.message}\n" if self.tty else "")
-            print(f"error {m.code}: {m.message}", file=sys.stderr)
-        self.out.flush()
+
+ENDED_EARLY = {
+    "server_shutdown": "the server is shutting down",
+    "idle_timeout": "nothing was sent for too long",
+    "max_duration": "the session reached the server's length limit",
+    "too_many_errors": "too many errors",
+    "slow_consumer": "this client read the captions too slowly",
+}
+
+
+def finish(res: StreamResult, url: str, output: str | None) -> int:
+    """After a speaker's stream: say how it ended if it ended badly (the printer has already
+    shown the server's errors), save ``output`` whatever happened, and return the exit status:
+    0 when the server closed the session normally, 1 otherwise."""
+    status = 0
+    closed = res.of_type(wire.Closed)
+    if res.of_type(wire.Error):
+        status = 1
+    elif closed and closed[-1].reason != "client_close":
+        why = ENDED_EARLY.get(closed[-1].reason, closed[-1].reason)
+        print(f"whisperwire: the server ended the session early: {why}", file=sys.stderr)
+        status = 1
+    elif not closed:
+        how = f"code {res.close_code}" if res.close_code is not None else "no close frame"
+        print(f"whisperwire: the server at {url} ended the connection before the session "
+              f"closed ({how}{': ' + res.close_reason if res.close_reason else ''})",
+              file=sys.stderr)
+        status = 1
+    if output:
+        write_output(output, res.finals)
+        print(f"-- saved {len(res.finals)} captions to {output}", file=sys.stderr)
+    return status
+
+
+def summary(res: StreamResult, seconds: float) -> str:
+    closed = res.of_type(wire.Closed)
+    audio = closed[-1].audio_seconds if closed else (res.sends[-1][1] if res.sends else 0.0)
+    head = f"-- {audio:.1f}s audio in {seconds:.1f}s"
+    lat = res.final_delays()
+    if not lat:
+        return head + "; no captions"
+    return (f"{head}; {len(lat)} finals, final delay after audio sent: "
+            f"median {float(np.median(lat)):.2f}s")
 
 
 def main(args) -> int:  # type: ignore[no-untyped-def]
-    printer = CaptionPrinter()
-    t0 = time.monotonic()
-    try:
-        res = stream_file(args.url, args.file, speed=args.speed, language=args.language,
-                          on_message=printer, session=args.session, token=args.token)
-    except OSError as exc:
-        print(f"cannot reach the server at {args.url}: {exc}", file=sys.stderr)
-        return 2
-    if args.output:
-        write_output(args.output, res.finals)
-    lat = res.final_delays()
-    closed = res.of_type(wire.Closed)
-    audio = closed[-1].audio_seconds if closed else 0.0
-    print(f"-- {len(res.finals)} finals, {audio:.1f}s audio in {time.monotonic() - t0:.1f}s; "
-          f"final delay after audio sent: median {np.median(lat) if lat else float('nan'):.2f}s",
-          file=sys.stderr)
-    return 0
+    def body() -> int:
+        url = ws_url(args.url)
+        check_output(args.output)  # before streaming: never lose the result at the end
+        pcm = read_audio(args.file, 16000).astype("<i2").tobytes()
+        params = wire.ListenParams(sample_rate=16000, language=args.language,
+                                   session=args.session)
+        printer = CaptionPrinter(one_per_line=getattr(args, "lines", False))
+
+        async def go() -> StreamResult:
+            stop = asyncio.Event()
+            ctrl_c_sets(stop)
+            chunks = until_stopped(paced(pcm, params, args.speed), stop)
+            return await stream_chunks(url, chunks, params, on_message=printer, token=args.token)
+
+        t0 = time.monotonic()
+        res = asyncio.run(go())
+        printer.close()
+        if res.of_type(wire.Ready):  # a refused session has nothing to sum up
+            print(summary(res, time.monotonic() - t0), file=sys.stderr)
+        return finish(res, url, args.output)
+
+    return run_client(body, args.url)

@@ -1,0 +1,141 @@
+"""What every client command does before and around its WebSocket: check the flags, open the
+socket, read the server's messages, and turn each way of failing into one sentence.
+
+A command-line client is used by people, not programs: a failure must say what went wrong and
+what to do, never print a traceback. :class:`ClientFault` carries such a sentence; :func:`explain`
+turns the exceptions of connecting (refused, bad URL, HTTP refusal) into one; :func:`run_client`
+wraps a command's body with both and returns its exit status.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable
+from urllib.parse import urlsplit, urlunsplit
+
+from whisperwire.server import wire
+from whisperwire.server.errors import ProtocolError
+
+__all__ = ["OUTPUT_FORMATS", "ClientFault", "check_output", "explain", "parse_event",
+           "run_client", "server_error_sentence", "ws_url"]
+
+log = logging.getLogger("whisperwire.client")
+
+OUTPUT_FORMATS = ("srt", "vtt", "json", "txt")
+
+# Exit statuses: 0 done, 1 the server reported a failure or went away, 2 nothing was done
+# (bad flags, missing file, no server), 130 interrupted before anything was done.
+EXIT_SERVER, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+
+
+class ClientFault(Exception):
+    """Something the user can fix; ``str()`` is the sentence to print."""
+
+
+def ws_url(url: str) -> str:
+    """``ws://`` and ``wss://`` as given; ``http(s)://`` mapped to ``ws(s)://`` (the same
+    server answers both); ``HOST:PORT`` without a scheme gets ``ws://``. Raises ClientFault for
+    anything else."""
+    url = url.strip()
+    if "://" not in url:
+        url = "ws://" + url
+    parts = urlsplit(url)
+    scheme = {"ws": "ws", "wss": "wss", "http": "ws", "https": "wss"}.get(parts.scheme.lower())
+    if scheme is None or not parts.hostname:
+        raise ClientFault(f"--url {url!r} is not a server address; expected ws://HOST:PORT "
+                          "(or wss://, http://, https://), e.g. ws://127.0.0.1:8765")
+    return urlunsplit((scheme, parts.netloc, parts.path, "", ""))
+
+
+def check_output(path: str | None) -> None:
+    """Refuse an ``--output`` that could not be written, before any audio is sent: an unknown
+    extension or a directory that does not exist or cannot be written."""
+    if not path:
+        return
+    ext = os.path.splitext(path)[1].lower().lstrip(".")
+    if ext not in OUTPUT_FORMATS:
+        given = f".{ext}" if ext else "(none)"
+        raise ClientFault(f"--output {path}: unsupported format {given}; "
+                          f"use .{', .'.join(OUTPUT_FORMATS)}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ClientFault(f"--output {path}: no such directory {folder}")
+    if os.path.isdir(path):
+        raise ClientFault(f"--output {path} is a directory")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise ClientFault(f"--output {path}: permission denied")
+
+
+def parse_event(raw: str | bytes) -> wire.Message | None:
+    """A server message, or None for one this client does not know: protocol v1 lets servers
+    add message types, and clients skip what they do not understand."""
+    try:
+        return wire.decode(raw)
+    except ProtocolError as exc:
+        log.debug("skipped a server message: %s", exc.message)
+        return None
+
+
+_HINTS = {
+    "session_taken": "choose another --session, or wait until that speaker stops",
+    "unauthorized": "check --token",
+    "server_full": "the server has no free session; try again later",
+}
+
+
+def server_error_sentence(err: wire.Error) -> str:
+    """The server's own message, plus what to do where that is known."""
+    hint = _HINTS.get(err.code)
+    msg = err.message.rstrip(".") or err.code
+    return f"server error: {msg} ({err.code})" + (f"; {hint}" if hint else "")
+
+
+def explain(exc: BaseException, url: str) -> str | None:
+    """A sentence for a failure to connect or talk to the server; None if ``exc`` is not one
+    (a bug: let it raise)."""
+    import websockets
+
+    if isinstance(exc, websockets.InvalidURI):
+        return f"--url {url!r} is not a WebSocket address (expected ws://HOST:PORT)"
+    if isinstance(exc, websockets.InvalidStatus):
+        status = exc.response.status_code
+        what = {401: "a valid token is required (--token)", 403: "forbidden (check --token)",
+                404: "no WhisperWire endpoint there (check --url)"}.get(status, "")
+        return f"the server at {url} refused the connection: HTTP {status}" + \
+            (f", {what}" if what else "")
+    if isinstance(exc, websockets.InvalidHandshake):
+        return f"{url} did not answer as a WhisperWire server ({exc})"
+    if isinstance(exc, websockets.ConnectionClosed):
+        return f"the server at {url} closed the connection ({_close_words(exc)})"
+    if isinstance(exc, TimeoutError):
+        return f"the server at {url} did not answer in time"
+    if isinstance(exc, OSError):
+        return f"cannot reach the server at {url}: {exc.strerror or exc}"
+    return None
+
+
+def _close_words(exc: BaseException) -> str:
+    rcvd = getattr(exc, "rcvd", None)
+    if rcvd is None:
+        return "no close frame"
+    return f"code {rcvd.code}" + (f": {rcvd.reason}" if rcvd.reason else "")
+
+
+def run_client(body: Callable[[], int], url: str) -> int:
+    """Run a command's body; print a sentence instead of a traceback for every failure the
+    user can act on, and return the exit status."""
+    try:
+        return body()
+    except ClientFault as exc:
+        print(f"whisperwire: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - anything explain() does not know is a bug
+        sentence = explain(exc, url)
+        if sentence is None:
+            raise
+        print(f"whisperwire: {sentence}", file=sys.stderr)
+        return EXIT_USAGE

@@ -1,0 +1,160 @@
+"""Captions in a terminal as flowing text, the way a reader wants them.
+
+Finals are appended to the running line and wrapped at the terminal's width; a line ends after a
+sentence or before speech that follows a pause. On a terminal the partial is drawn dim after the
+running line and redrawn in place. ``--lines`` gives the older form, one final per line.
+
+:class:`Flow` is pure (text in, the characters to write out), so the layout is tested without a
+terminal; :class:`CaptionPrinter` feeds it the server's messages and writes what it returns.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import unicodedata
+from typing import TextIO
+
+from whisperwire.server import wire
+
+from .connect import server_error_sentence
+
+__all__ = ["CaptionPrinter", "Flow", "flow_lines"]
+
+SENTENCE_ENDS = (".", "?", "!", "…", "。", "？", "！")
+PAUSE_S = 1.0  # silence before a final that starts a new line
+ERASE = "\r\033[K"
+DIM, RESET = "\033[2m", "\033[0m"
+
+
+def cells(text: str) -> int:
+    """Terminal columns: East Asian wide and full-width characters take two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _split_word(word: str, width: int) -> list[str]:
+    """A word wider than a line (a URL, a run of CJK) cut into pieces that fit."""
+    pieces, cur = [], ""
+    for c in word:
+        if cur and cells(cur + c) > width:
+            pieces.append(cur)
+            cur = ""
+        cur += c
+    return pieces + [cur] if cur else pieces
+
+
+class Flow:
+    """The layout of captions as text, one event at a time.
+
+    Call :meth:`final` and :meth:`partial` as messages arrive and write what they return;
+    :meth:`end` returns what closes the last line. ``tty``: the partial is shown and redrawn in
+    place (the output then holds ``\\r`` and ANSI codes); otherwise only finals are written and
+    the output is plain text, never rewritten. ``one_per_line``: each final on its own line.
+    """
+
+    def __init__(self, width: int = 80, tty: bool = False, one_per_line: bool = False) -> None:
+        self.width = max(20, width)
+        self.tty = tty
+        self.one_per_line = one_per_line
+        self.line = ""  # finals written on the current line, no newline after them yet
+        self.partial_text = ""
+        self.level_bar = ""  # mic input level, drawn before the partial
+        self._last_end: float | None = None
+
+    def final(self, text: str, start: float = 0.0, end: float = 0.0) -> str:
+        out = [ERASE + self.line] if self.tty else []  # wipe the partial
+        if self.line and (self.one_per_line or (
+                self._last_end is not None and start - self._last_end >= PAUSE_S)):
+            out.append(self._newline())
+        for word in text.split():
+            for piece in _split_word(word, self.width):
+                if self.line and cells(self.line) + 1 + cells(piece) > self.width:
+                    out.append(self._newline())
+                piece = (" " if self.line else "") + piece
+                self.line += piece
+                out.append(piece)
+        self._last_end = end
+        if self.line and (self.one_per_line or text.rstrip().endswith(SENTENCE_ENDS)):
+            out.append(self._newline())
+        self.partial_text = ""
+        if self.tty:
+            out.append(self._tail())
+        return "".join(out)
+
+    def partial(self, text: str) -> str:
+        if not self.tty:
+            return ""
+        self.partial_text = text.strip()
+        return ERASE + self.line + self._tail()
+
+    def level(self, rms: float) -> str:
+        if not self.tty:
+            return ""
+        n = min(8, int(rms * 40))
+        self.level_bar = "[" + "#" * n + " " * (8 - n) + "]"
+        return ERASE + self.line + self._tail()
+
+    def end(self) -> str:
+        out = ERASE + self.line if self.tty else ""
+        return out + (self._newline() if self.line else "")
+
+    def _newline(self) -> str:
+        self.line = ""
+        return "\n"
+
+    def _tail(self) -> str:
+        """The level bar and the partial after the running line, cut to the room that is left
+        (never wrapping, so ``\\r`` always returns to the start of the line)."""
+        tail = " ".join(x for x in (self.level_bar, self.partial_text) if x)
+        if not tail:
+            return ""
+        room = self.width - cells(self.line) - (1 if self.line else 0)
+        if room < 4:
+            return ""
+        if cells(tail) > room:
+            while cells(tail) > room - 1:
+                tail = tail[1:]
+            tail = "…" + tail
+        return (" " if self.line else "") + DIM + tail + RESET
+
+
+def flow_lines(finals: list[wire.Final], width: int = 80, one_per_line: bool = False) -> list[str]:
+    """The lines a pipe or file gets for these finals."""
+    flow = Flow(width, tty=False, one_per_line=one_per_line)
+    text = "".join(flow.final(f.text, f.start, f.end) for f in finals) + flow.end()
+    return text.splitlines()
+
+
+class CaptionPrinter:
+    """Writes the server's captions to ``out`` through a :class:`Flow` sized to the terminal;
+    errors go to stderr as sentences."""
+
+    def __init__(self, out: TextIO = sys.stdout, show_level: bool = False,
+                 one_per_line: bool = False, width: int | None = None) -> None:
+        self.out = out
+        tty = bool(getattr(out, "isatty", lambda: False)())
+        width = width or (shutil.get_terminal_size().columns if tty else 80)
+        self.flow = Flow(width, tty=tty, one_per_line=one_per_line)
+        self.show_level = show_level and tty
+
+    def set_level(self, rms: float) -> None:
+        if self.show_level:
+            self._write(self.flow.level(rms))
+
+    def __call__(self, m: wire.Message) -> None:
+        if isinstance(m, wire.Partial):
+            self._write(self.flow.partial(m.text))
+        elif isinstance(m, wire.Final):
+            self._write(self.flow.final(m.text, m.start, m.end))
+        elif isinstance(m, wire.Error):
+            self._write(self.flow.end())
+            print(f"whisperwire: {server_error_sentence(m)}", file=sys.stderr)
+
+    def close(self) -> None:
+        """End the running line (call once, when the captions stop)."""
+        self._write(self.flow.end())
+
+    def _write(self, text: str) -> None:
+        if text:
+            self.out.write(text)
+            self.out.flush()

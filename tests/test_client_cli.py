@@ -1,0 +1,273 @@
+"""The command-line clients at their edges: every failure a user can meet ends with a sentence
+and a non-zero status, never a traceback. Real server, real model, real speech."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+import wave
+from argparse import Namespace
+
+import numpy as np
+import pytest
+from conftest import ROOT, SPEECH, LiveServer, load16k
+from whisperwire.client import captions, mic
+from whisperwire.client.connect import ClientFault, check_output, ws_url
+from whisperwire.client.stream import paced, stream_chunks
+from whisperwire.server import wire
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
+
+JFK = str(SPEECH / "jfk.wav")
+
+
+def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "whisperwire.server", *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def said_plainly(r: subprocess.CompletedProcess, *words: str) -> None:
+    """Non-zero, one sentence on stderr naming ``words``, no traceback."""
+    assert r.returncode != 0, r.stderr
+    assert "Traceback" not in r.stderr and "Error:" not in r.stderr, r.stderr
+    for w in words:
+        assert w in r.stderr, r.stderr
+
+
+def s16(x: np.ndarray) -> bytes:
+    return (np.clip(x, -1, 1) * 32767).astype("<i2").tobytes()
+
+
+# -- before connecting: files, URLs, --output --------------------------------------------------
+
+@pytest.mark.parametrize("given, want", [
+    ("ws://h:1", "ws://h:1"), ("wss://h:1/x", "wss://h:1/x"), ("http://h:1", "ws://h:1"),
+    ("https://h", "wss://h"), ("h:8765", "ws://h:8765"), ("127.0.0.1:8765/", "ws://127.0.0.1:8765/"),
+])
+def test_urls_accept_http_and_bare_hosts(given, want):
+    assert ws_url(given) == want
+
+
+@pytest.mark.parametrize("bad", ["ftp://h:1", "ws://", "http:///x"])
+def test_other_urls_say_what_is_expected(bad):
+    with pytest.raises(ClientFault, match="expected ws://HOST:PORT"):
+        ws_url(bad)
+
+
+def test_output_is_checked_before_anything_is_sent(tmp_path):
+    check_output(str(tmp_path / "a.srt"))
+    with pytest.raises(ClientFault, match="unsupported format .docx"):
+        check_output(str(tmp_path / "a.docx"))
+    with pytest.raises(ClientFault, match="no such directory"):
+        check_output(str(tmp_path / "missing" / "a.srt"))
+    with pytest.raises(ClientFault, match="is a directory"):
+        os.mkdir(tmp_path / "d.txt")
+        check_output(str(tmp_path / "d.txt"))
+
+
+def test_stream_on_a_missing_or_non_audio_file_says_so(live_server, tmp_path):
+    from PIL import Image
+
+    png = tmp_path / "img.png"
+    Image.new("RGB", (8, 8)).save(png)
+    said_plainly(cli("stream", str(tmp_path / "nope.wav"), "--url", live_server.url),
+                 "no such file")
+    r = cli("stream", str(tmp_path / "nope.wav"), "--url", live_server.url)
+    assert "cannot reach" not in r.stderr
+    said_plainly(cli("stream", str(ROOT / "README.md"), "--url", live_server.url),
+                 "README.md is not an audio")
+    said_plainly(cli("stream", str(png), "--url", live_server.url), "has no audio")
+
+
+def test_stream_refuses_a_bad_output_before_streaming(live_server, tmp_path):
+    t0 = time.monotonic()
+    said_plainly(cli("stream", JFK, "--url", live_server.url,
+                     "--output", str(tmp_path / "no" / "x.srt")), "no such directory")
+    said_plainly(cli("stream", JFK, "--url", live_server.url, "--output", str(tmp_path / "x.docx")),
+                 "unsupported format .docx")
+    assert time.monotonic() - t0 < 11 * 2, "refused up front, not after 11 s of streaming"
+    assert not (tmp_path / "x.docx").exists()
+
+
+def test_stream_takes_an_http_url_and_refuses_a_foreign_one(live_server):
+    r = cli("stream", JFK, "--url", live_server.http, "--speed", "0")
+    assert r.returncode == 0, r.stderr
+    assert "fellow Americans" in r.stdout
+    said_plainly(cli("stream", JFK, "--url", "ftp://127.0.0.1:1", "--speed", "0"), "ws://HOST:PORT")
+    said_plainly(cli("stream", JFK, "--url", "ws://127.0.0.1:9", "--speed", "0"),
+                 "cannot reach the server")
+
+
+# -- refusals and endings from the server ------------------------------------------------------
+
+def test_a_wrong_language_is_a_sentence_every_time(live_server):
+    for _ in range(3):
+        r = cli("stream", JFK, "--url", live_server.url, "--speed", "0", "--language", "de")
+        said_plainly(r, "does not know language 'de'", "bad_language")
+        assert "nan" not in r.stderr
+
+
+def test_a_second_speaker_under_a_live_id_is_told_why(live_server):
+    async def first():
+        p = wire.ListenParams(session="taken-cli")
+        return await stream_chunks(live_server.url, paced(s16(load16k(JFK)), p, 1.0), p)
+
+    async def go():
+        speaker = asyncio.create_task(first())
+        for _ in range(200):
+            if live_server.app.state.hub.get("taken-cli") is not None:
+                break
+            await asyncio.sleep(0.05)
+        r = await asyncio.to_thread(cli, "stream", JFK, "--url", live_server.url, "--speed", "0",
+                                    "--session", "taken-cli")
+        await speaker
+        return r
+
+    said_plainly(asyncio.run(go()), "session_taken", "choose another --session")
+
+
+def test_no_captions_is_said_without_nan(live_server, tmp_path):
+    path = tmp_path / "silence.wav"
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+        w.writeframes(np.zeros(16000 * 2, "<i2").tobytes())
+    r = cli("stream", str(path), "--url", live_server.url, "--speed", "0")
+    assert r.returncode == 0, r.stderr
+    assert "nan" not in r.stderr and "no captions" in r.stderr
+
+
+def test_the_server_stopping_mid_stream_ends_with_a_sentence_and_the_output(live_server, tmp_path):
+    out = tmp_path / "partial.txt"
+    with LiveServer(engine=live_server.app.state.engine) as srv:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "whisperwire.server", "stream", str(SPEECH / "LJ001-0001.wav"),
+             "--url", srv.url, "--session", "stopping", "--output", str(out)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # mid-stream: once the first final is out
+            t = srv.app.state.hub.get("stopping")
+            if t is not None and t.finals:
+                break
+            time.sleep(0.05)
+        srv.server.should_exit = True  # what SIGTERM does: finalise every session, then stop
+        stdout, stderr = proc.communicate(timeout=60)
+    r = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    said_plainly(r, "shutting down", "saved")
+    assert out.read_text().split() == stdout.split() and stdout.split()
+
+
+def test_unknown_message_types_are_skipped(tmp_path):
+    """A newer server may send types this client does not know; protocol v1 says skip them."""
+    import websockets
+
+    script = [{"type": "ready", "session": "s", "model": "m", "device": "cpu",
+               "compute_type": "int8", "sample_rate": 16000},
+              {"type": "something_new", "x": 1},
+              {"type": "final", "segment": 0, "text": "Hello there.", "start": 0.0, "end": 1.0,
+               "words": [], "eou": True},
+              {"type": "closed", "reason": "client_close", "audio_seconds": 1.0}]
+
+    async def speaker_server(ws):
+        async for _ in ws:
+            for m in script:
+                await ws.send(json.dumps(m))
+            await ws.close()
+            return
+
+    async def viewer_server(ws):
+        for m in script[1:]:
+            await ws.send(json.dumps(m))
+        await ws.close()
+
+    async def go():
+        async with websockets.serve(speaker_server, "127.0.0.1", 0) as s:
+            url = f"ws://127.0.0.1:{s.sockets[0].getsockname()[1]}"
+            p = wire.ListenParams()
+            res = await stream_chunks(url, paced(s16(np.zeros(1600)), p, 0), p)
+        async with websockets.serve(viewer_server, "127.0.0.1", 0) as s:
+            url = f"ws://127.0.0.1:{s.sockets[0].getsockname()[1]}"
+            seen = await captions.watch(url, "s", lambda m: None)
+        return res, seen
+
+    res, seen = asyncio.run(go())
+    assert [type(m) for _, _, m in res.messages] == [wire.Ready, wire.Final, wire.Closed]
+    assert [type(m) for m in seen] == [wire.Final, wire.Closed]
+
+
+# -- the microphone -----------------------------------------------------------------------------
+
+LAPTOP = [{"name": "HDA Intel PCH: ALC257 Analog", "max_input_channels": 2,
+           "max_output_channels": 2},
+          {"name": "HDMI 0", "max_input_channels": 0, "max_output_channels": 8}]
+SPEAKERS_ONLY = [{"name": "HDMI 0", "max_input_channels": 0, "max_output_channels": 8}]
+
+
+def test_device_listing_says_when_nothing_can_record():
+    text, status = mic.describe_devices(LAPTOP)
+    assert status == 0 and "ALC257" in text and "HDMI" not in text
+    for devices in ([], SPEAKERS_ONLY):
+        text, status = mic.describe_devices(devices)
+        assert status == 1 and text.startswith("no input device")
+        assert "--input-file" in text and "whisperwire stream" in text
+
+
+def test_mic_on_this_machine_says_what_it_has():
+    """The real PortAudio here: the listing and the mic agree with what it sees."""
+    r = cli("mic", "--list-devices")
+    try:
+        import sounddevice as sd
+    except OSError:
+        said_plainly(r, "PortAudio is not installed")
+        return
+    inputs = mic.input_devices(list(sd.query_devices()))
+    if inputs:
+        assert r.returncode == 0 and inputs[0][1] in r.stdout
+    else:
+        said_plainly(r, "no input device")
+        said_plainly(cli("mic", "--url", "ws://127.0.0.1:9"), "no input device", "--input-file")
+
+
+def test_captions_once_stops_at_the_first_closed_and_saves(live_server, tmp_path):
+    async def speak():
+        p = wire.ListenParams(session="once-cli")
+        return await stream_chunks(live_server.url, paced(s16(load16k(JFK)), p, 0), p)
+
+    res = asyncio.run(speak())
+    out = tmp_path / "v.txt"
+    args = Namespace(url=live_server.url, session="once-cli", token=None, output=str(out),
+                     once=True, lines=False)
+    assert captions.main(args) == 0
+    assert out.read_text().split() == res.text.split()
+
+
+def test_captions_follows_a_channel_across_speaker_restarts(live_server):
+    """By default the viewer keeps following: the second speaker's words arrive on the same
+    socket after the first speaker's ``closed``."""
+    first, second = load16k(JFK), load16k("LJ001-0002.wav")
+
+    async def go():
+        stop = asyncio.Event()
+        seen: list[wire.Message] = []
+        viewer = asyncio.create_task(captions.watch_when_live(
+            live_server.url, "follow-cli", seen.append, follow=True, stop=stop, retry_s=0.2))
+        results = []
+        for audio in (first, second):
+            p = wire.ListenParams(session="follow-cli")
+            results.append(await stream_chunks(live_server.url, paced(s16(audio), p, 0), p))
+        for _ in range(100):  # the second speaker's last final reaches the viewer
+            if sum(isinstance(m, wire.Closed) for m in seen) >= 2:
+                break
+            await asyncio.sleep(0.1)
+        stop.set()
+        await asyncio.wait_for(viewer, 10)
+        return results, seen
+
+    results, seen = asyncio.run(go())
+    texts = " ".join(m.text for m in seen if isinstance(m, wire.Final))
+    assert texts.split() == (results[0].text + " " + results[1].text).split()
