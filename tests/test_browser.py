@@ -4,59 +4,22 @@ from a WAV of real speech."""
 from __future__ import annotations
 
 import io
-import time
-import wave
 
 import httpx
 import numpy as np
 import pytest
-
-from conftest import load16k, references
+from browser_support import launch, wait_for, write_mic_wav
+from conftest import references
 from subtitle_check import check_cues
 from whisperwire.server.wer import normalize, wer
 
-pytestmark = pytest.mark.e2e
-
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run"]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
 
 @pytest.fixture(scope="module")
-def fake_mic(tmp_path_factory):
-    # one pass of jfk with silence around it (Chromium loops the file)
-    x = np.concatenate([np.zeros(16000), load16k("jfk.wav"), np.zeros(16000 * 6)])
-    path = tmp_path_factory.mktemp("mic") / "mic.wav"
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(16000)
-        w.writeframes((x * 32767).astype("<i2").tobytes())
-    return path
-
-
-@pytest.fixture(scope="module")
-def browser(fake_mic, tmp_path_factory):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=FLAGS + ["--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
-                          f"--use-file-for-fake-audio-capture={fake_mic}"],
-        )
+def browser(tmp_path_factory):
+    with launch(write_mic_wav(tmp_path_factory.mktemp("mic") / "mic.wav")) as b:
         yield b
-        b.close()
-
-
-def wait_for(fn, timeout=60.0, every=0.25):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(every)
-    return fn()
 
 
 def test_page_speaker_viewer_and_downloads(live_server, browser):
@@ -65,25 +28,26 @@ def test_page_speaker_viewer_and_downloads(live_server, browser):
     page.goto(live_server.http + "/")
     assert page.inner_text("[data-testid=status]") == "idle"
     page.click("[data-testid=start]")
-    wait_for(lambda: page.get_attribute("[data-testid=share-link]", "href"), 30)
-    share = page.get_attribute("[data-testid=share-link]", "href")
+    share = wait_for(lambda: page.get_attribute("[data-testid=share-link]", "href"), 30,
+                     "the viewer link")
     assert "view=" in share
     viewer = browser.new_page()
     viewer.goto(share)
-    saw_partial = wait_for(lambda: page.inner_text("[data-testid=partial]").strip(), 30)
-    assert saw_partial, "a tentative caption shows while speaking"
+    wait_for(lambda: page.inner_text("[data-testid=partial]").strip(), 30,
+             "a tentative caption while speaking")
     assert page.eval_on_selector("[data-testid=partial]", "e => getComputedStyle(e).fontStyle") == "italic"
     # the end of the speech: "... for your country"
-    wait_for(lambda: normalize(page.inner_text("[data-testid=finals]")).count("country") >= 2, 60)
+    wait_for(lambda: normalize(page.inner_text("[data-testid=finals]")).count("country") >= 2, 60,
+             "the end of the speech in the finals")
     text = page.inner_text("[data-testid=finals]")
     assert wer(ref, text) <= 0.15, text
     assert page.inner_text("[data-testid=status]") == "live"
     page.click("[data-testid=stop]")
-    wait_for(lambda: page.inner_text("[data-testid=status]") == "stopped", 30)
+    wait_for(lambda: page.inner_text("[data-testid=status]") == "stopped", 30, "the page to stop")
     final_text = page.inner_text("[data-testid=finals]")
     # the viewer page shows the same finals
-    wait_for(lambda: viewer.inner_text("[data-testid=finals]").split() == final_text.split(), 30)
-    assert viewer.inner_text("[data-testid=finals]").split() == final_text.split()
+    wait_for(lambda: viewer.inner_text("[data-testid=finals]").split() == final_text.split(), 30,
+             "the viewer page to show the same finals")
     assert not viewer.is_visible("[data-testid=start]")
     # downloads are valid SRT/VTT holding the same words
     for fmt, vtt in (("srt", False), ("vtt", True)):
@@ -105,17 +69,17 @@ def _alpha(png: bytes) -> np.ndarray:
 
 
 def test_overlay_is_transparent_shows_captions_and_fades(live_server, browser):
-    from whisperwire.client.stream import stream_file
-    from conftest import SPEECH
-
     from concurrent.futures import ThreadPoolExecutor
+
+    from conftest import SPEECH
+    from whisperwire.client.stream import stream_file
 
     with ThreadPoolExecutor(1) as pool:  # Playwright's sync API owns this thread's event loop
         pool.submit(stream_file, live_server.url, str(SPEECH / "jfk.wav"), speed=0,
                     session="obs").result()
     page = browser.new_page(viewport={"width": 1920, "height": 200})
     page.goto(live_server.http + "/overlay?session=obs&fade=3&lines=2&size=48")
-    wait_for(lambda: page.inner_text("[data-testid=overlay]").strip(), 20)
+    wait_for(lambda: page.inner_text("[data-testid=overlay]").strip(), 20, "overlay captions")
     assert "country" in page.inner_text("[data-testid=overlay]")
     a = _alpha(page.screenshot(omit_background=True))
     h, w = a.shape
@@ -124,7 +88,7 @@ def test_overlay_is_transparent_shows_captions_and_fades(live_server, browser):
     assert (a > 200).sum() > 500, "caption pixels are drawn"
     assert page.evaluate("document.documentElement.scrollHeight <= innerHeight")  # no scrollbars
     assert len(page.query_selector_all(".line")) <= 2
-    time.sleep(4.5)  # past the fade time
-    a2 = _alpha(page.screenshot(omit_background=True))
-    assert (a2 > 0).sum() == 0, "lines disappear after the fade time"
+    # the lines disappear after the fade time (3 s, then a 0.6 s transition)
+    wait_for(lambda: (_alpha(page.screenshot(omit_background=True)) > 0).sum() == 0, 15,
+             "the lines to fade out")
     page.close()

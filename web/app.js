@@ -1,23 +1,36 @@
 // The live-captions page: speaker mode (microphone -> /v1/listen) and viewer mode (?view=ID).
 import * as wire from "./wire.js";
+import { backoff, follow, Segments } from "./connection.js";
+import { explainClosed, explainError } from "./explain.js";
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
 const viewSession = params.get("view");
-const token = params.get("token");  // only when the server asks for one
-const withToken = (href) => (token ? `${href}${href.includes("?") ? "&" : "?"}token=${encodeURIComponent(token)}` : href);
+const token = params.get("token");  // ours, when the server asks for one; may be a speak token
+const SPEAKER_TRIES = 5;
+const VIEWER_TRIES = 8;
 
-const state = { ws: null, ctx: null, stream: null, node: null, session: null, sent: 0,
-                stopping: false, reconnects: 0, lastFinalSegment: -1 };
+const state = {
+  link: null, ctx: null, stream: null, node: null,
+  session: params.get("session"),
+  // what links to this session carry: the view token the server gave the speaker (never the
+  // speaker's own token, which could speak), or in viewer mode the token the viewer came with
+  viewToken: viewSession ? token : null,
+  rejoining: false,  // reconnecting after a drop, to the session this page already had
+  segments: new Segments(),
+};
 
 function setStatus(text, cls) { const s = $("status"); s.textContent = text; s.className = `status ${cls}`; }
 function say(text) { $("message").textContent = text; }
+const context = () => ({ session: viewSession || state.session, viewer: Boolean(viewSession),
+                         language: $("language").selectedOptions[0]?.textContent });
 
-function showFinal(m) {
-  if (m.segment <= state.lastFinalSegment) return;  // viewers may see a final twice on reconnect
-  state.lastFinalSegment = m.segment;
+// Finals are appended, never rewritten: the finals region is the page's live region, and
+// screen readers announce what is added to it. The partial stays outside it.
+function appendFinal(m) {
   const f = $("finals");
-  f.textContent += (f.textContent && !f.textContent.endsWith("\n") ? " " : "") + m.text + (m.eou ? "\n" : "");
+  const sep = f.textContent && !f.textContent.endsWith("\n") ? " " : "";
+  f.append(document.createTextNode(sep + m.text + (m.eou ? "\n" : "")));
   $("partial").textContent = "";
 }
 
@@ -26,79 +39,94 @@ function showPartial(m) {
   $("partial").textContent = (m.text && f && !f.endsWith("\n") ? " " : "") + m.text;
 }
 
-function onMessage(ev) {
-  let m;
-  try { m = wire.decode(ev.data); } catch (e) { console.warn(e); return; }
-  if (m.type === "ready") {
-    if (state.session && state.session !== m.session) state.lastFinalSegment = -1;  // a new session
-    state.session = m.session;
-    showShare(m.session);
-    setStatus(viewSession ? "watching" : "live", "live");
-    say(`${m.model} on ${m.device}/${m.compute_type}`);
-  } else if (m.type === "partial") {
-    showPartial(m);
-    if (!viewSession) $("latency").textContent = `lag ${Math.max(0, state.sent / 16000 - m.end).toFixed(1)} s`;
-  } else if (m.type === "final") {
-    showFinal(m);
-  } else if (m.type === "error") {
-    say(`error ${m.code}: ${m.message}`);
-  } else if (m.type === "status") {
-    if (!viewSession) $("latency").textContent = `lag ${m.lag.toFixed(1)} s`;
-  } else if (m.type === "closed") {
-    setStatus("stopped", "idle");
-    say(`stopped (${m.reason}), ${m.audio_seconds.toFixed(1)} s of audio`);
-  }
+function showCaption(m) {
+  if (m.type === "final" && state.segments.isNewFinal(m)) appendFinal(m);
+  else if (m.type === "partial") { state.segments.sawPartial(m); showPartial(m); }
 }
 
 function showShare(session) {
   $("share").hidden = false;
   $("session").textContent = session;
+  const t = state.viewToken;
   const view = new URL(location.href); view.search = ""; view.searchParams.set("view", session);
+  if (t) view.searchParams.set("token", t);
   $("share-link").href = view.toString();
   const overlay = new URL("overlay", location.href); overlay.searchParams.set("session", session);
-  if (token) overlay.searchParams.set("token", token);
+  if (t) overlay.searchParams.set("token", t);
   $("overlay-link").href = overlay.toString();
   for (const fmt of ["srt", "vtt", "txt"]) {
     const a = $(`dl-${fmt}`);
-    a.href = withToken(wire.transcriptPath(session, fmt));
+    const href = wire.transcriptPath(session, fmt);
+    a.href = t ? `${href}?token=${encodeURIComponent(t)}` : href;
     a.setAttribute("download", `${session}.${fmt}`);
   }
 }
 
+/** The server said no: say why, in a sentence, and stop (a refusal is never retried). */
+function refused(err, code) {
+  setStatus("error", "error");
+  say(err ? explainError(err, context()) : `The server refused the connection (close code ${code}).`);
+  if (!viewSession) releaseMic();
+}
+
+function onSpeakerMessage(m, ws, started) {
+  if (m.type === "ready") {
+    state.session = m.session;
+    state.viewToken = m.view_token || null;
+    state.rejoining = false;
+    state.segments = new Segments();  // a speaker's socket never replays finals
+    showShare(m.session);
+    setStatus("live", "live");
+    say(`${m.model} on ${m.device}/${m.compute_type}`);
+  } else if (m.type === "error") {
+    if (started) say(explainError(m, context()));  // before `ready` it is a refusal: see refused()
+  } else if (m.type === "status") {
+    $("latency").textContent = `lag ${m.lag.toFixed(1)} s`;
+  } else if (m.type === "closed") {
+    // the server ended the session on purpose; only a server restart is worth following
+    if (m.reason !== "server_shutdown") { state.link.stop(); releaseMic(); }
+    setStatus("stopped", "idle");
+    say(`${explainClosed(m.reason)} ${m.audio_seconds.toFixed(1)} s of audio.`);
+  } else {
+    showCaption(m);
+  }
+}
+
 function connectSpeaker() {
-  const lang = $("language").value;
   setStatus("connecting", "connecting");
-  const ws = new WebSocket(wire.wsUrl(wire.LISTEN_PATH, {
-    sample_rate: 16000, encoding: "pcm_s16le", language: lang, session: params.get("session"), token }));
-  ws.binaryType = "arraybuffer";
-  ws.onmessage = onMessage;
-  ws.onopen = () => { state.reconnects = 0; };
-  ws.onclose = () => {
-    if (state.stopping || state.ws !== ws) return;
-    // dropped: continue as a new session, a few times, then say it stopped
-    if (state.reconnects < 5) {
-      state.reconnects++;
+  state.link = follow({
+    url: () => wire.wsUrl(wire.LISTEN_PATH, { sample_rate: 16000, encoding: "pcm_s16le",
+      language: $("language").value, session: state.session, token }),
+    tries: SPEAKER_TRIES,
+    onMessage: onSpeakerMessage,
+    onRefused: (err, code, attempt) => {
+      // after a drop the server may still be finishing our old connection for a moment
+      if (state.rejoining && err?.code === "session_taken") return backoff(attempt);
+      refused(err, code);
+      return null;
+    },
+    onDrop: (attempt) => {
+      state.rejoining = state.session !== null;
       setStatus("reconnecting", "connecting");
-      say("connection lost — reconnecting as a new session");
-      setTimeout(() => { if (!state.stopping) state.ws = connectSpeaker(); }, 500 * state.reconnects);
-    } else {
+      say(`Connection lost; reconnecting to the same session (try ${attempt} of ${SPEAKER_TRIES}).`);
+    },
+    onGiveUp: () => {
       setStatus("disconnected", "error");
-      say("connection lost; captions stopped. Press Start to try again.");
-      stop();
-    }
-  };
-  return ws;
+      say("Connection lost; captions stopped. Press Start to try again.");
+      releaseMic();
+    },
+  });
 }
 
 async function start() {
   $("start").disabled = true;
-  state.stopping = false;
+  state.rejoining = false;
   try {
     state.stream = await navigator.mediaDevices.getUserMedia({
       // browser DSP (noise suppression, AGC) distorts speech more than Whisper minds noise
       audio: { channelCount: 1, echoCancellation: false, noiseSuppression: false, autoGainControl: false } });
   } catch (e) {
-    say(`no microphone: ${e.message}`); setStatus("no microphone", "error"); $("start").disabled = false; return;
+    say(`No microphone: ${e.message}`); setStatus("no microphone", "error"); $("start").disabled = false; return;
   }
   state.ctx = new AudioContext();
   await state.ctx.audioWorklet.addModule("worklet.js");
@@ -106,19 +134,25 @@ async function start() {
   state.node = new AudioWorkletNode(state.ctx, "pcm16k");
   state.node.port.onmessage = ({ data }) => {
     $("level").value = Math.min(1, data.rms * 4);
-    if (state.ws && state.ws.readyState === WebSocket.OPEN) {
-      state.ws.send(data.pcm);
-      state.sent += data.pcm.byteLength / 2;
-    }
+    const ws = state.link && state.link.socket();
+    if (ws && ws.readyState === WebSocket.OPEN) ws.send(data.pcm);
   };
   src.connect(state.node);
-  state.ws = connectSpeaker();
+  connectSpeaker();
   $("stop").disabled = false;
 }
 
+/** The Stop button: no more reconnects; the server answers `close` with the last finals and
+ * `closed`. */
 function stop() {
-  state.stopping = true;
-  if (state.ws && state.ws.readyState === WebSocket.OPEN) state.ws.send(wire.close());
+  const ws = state.link && state.link.socket();
+  if (state.link) state.link.stop();
+  if (ws && ws.readyState === WebSocket.OPEN) ws.send(wire.close());
+  else setStatus("stopped", "idle");
+  releaseMic();
+}
+
+function releaseMic() {
   if (state.stream) state.stream.getTracks().forEach((t) => t.stop());
   if (state.ctx) state.ctx.close();
   state.stream = state.ctx = state.node = null;
@@ -131,17 +165,32 @@ function watch(session) {
   document.body.classList.add("viewer");
   setStatus("connecting", "connecting");
   showShare(session);
-  const ws = new WebSocket(wire.wsUrl(wire.eventsPath(session), { token }));
-  ws.onmessage = onMessage;
-  ws.onopen = () => {  // the server replays every final on connect
-    setStatus("watching", "live");
-    $("finals").textContent = ""; $("partial").textContent = ""; state.lastFinalSegment = -1;
-  };
-  ws.onclose = (e) => {
-    if (e.code === 1000) return;
-    setStatus("reconnecting", "connecting");
-    setTimeout(() => watch(session), 1000);
-  };
+  state.link = follow({
+    url: () => wire.wsUrl(wire.eventsPath(session), { token }),
+    started: (m) => m.type !== "error",  // viewers get no `ready`: any event means we are in
+    onOpen: () => setStatus("watching", "live"),
+    tries: VIEWER_TRIES,
+    onMessage: (m) => {
+      if (m.type === "error") return;  // a refusal, said when the socket closes
+      if (m.type === "closed") {  // the socket stays open: a speaker may continue the session
+        setStatus("speaker stopped", "idle");
+        say("The speaker stopped; captions continue here if they start again.");
+        return;
+      }
+      setStatus("watching", "live");
+      say("");
+      showCaption(m);
+    },
+    onRefused: (err, code) => { refused(err, code); return null; },
+    onDrop: (attempt) => {
+      setStatus("reconnecting", "connecting");
+      say(`Connection lost; reconnecting (try ${attempt} of ${VIEWER_TRIES}).`);
+    },
+    onGiveUp: () => {
+      setStatus("disconnected", "error");
+      say("Connection lost. Reload the page to try again.");
+    },
+  });
 }
 
 if (viewSession) {

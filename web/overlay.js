@@ -1,6 +1,7 @@
 // OBS browser-source overlay: /overlay?session=ID&lines=2&fade=6&font=...&size=48&color=...
 //   &outline=3&outline_color=#000&shadow=1&align=center&position=bottom&bg=transparent&partial=1
 import * as wire from "./wire.js";
+import { backoff, follow, Segments } from "./connection.js";
 
 const p = new URLSearchParams(location.search);
 const opt = {
@@ -34,7 +35,7 @@ if (opt.position === "middle") { box.style.top = "50%"; box.style.transform = "t
 let lines = [];      // committed lines (strings)
 let partial = "";
 let lastActivity = Date.now();
-let lastFinal = -1;
+const segments = new Segments();  // survives reconnects: replayed finals are not shown twice
 
 function wrap(text) {
   // break text into lines of at most opt.width characters at spaces
@@ -66,19 +67,36 @@ function fadeCheck() {
 }
 setInterval(fadeCheck, 250);
 
+function onMessage(m) {
+  if (m.type === "final") {
+    if (!segments.isNewFinal(m)) return;
+    lines.push(m.text); partial = ""; lines = lines.slice(-20);
+    lastActivity = Date.now(); render();
+  } else if (m.type === "partial") {
+    segments.sawPartial(m);
+    partial = m.text; if (m.text) lastActivity = Date.now(); render();
+  } else if (m.type === "closed" && partial) {
+    partial = ""; render();  // the speaker ended; the socket stays open for the next one
+  }
+}
+
+// An OBS source must keep working across speaker restarts and network blips without anyone
+// touching it: it follows the session for ever, and waits quietly for one that has not started
+// yet (sources are set up before the stream). Only a wrong token or id stops it.
 function connect() {
   if (!opt.session) { box.textContent = ""; return; }
-  const ws = new WebSocket(wire.wsUrl(wire.eventsPath(opt.session), { token: p.get("token") }));
-  ws.onopen = () => { lines = []; partial = ""; lastFinal = -1; };  // the server replays the finals
-  ws.onmessage = (ev) => {
-    let m; try { m = wire.decode(ev.data); } catch { return; }
-    if (m.type === "final" && m.segment > lastFinal) {
-      lastFinal = m.segment; lines.push(m.text); partial = ""; lines = lines.slice(-20);
-      lastActivity = Date.now(); render();
-    } else if (m.type === "partial") {
-      partial = m.text; if (m.text) lastActivity = Date.now(); render();
-    }
-  };
-  ws.onclose = (e) => { if (e.code !== 1000) setTimeout(connect, 1000); };
+  follow({
+    url: () => wire.wsUrl(wire.eventsPath(opt.session), { token: p.get("token") }),
+    started: (m) => m.type !== "error",
+    tries: Infinity,
+    delay: (n) => backoff(n, 1000, 10000),
+    onMessage,
+    onRefused: (err, code) => {
+      if (err && err.code === "unknown_session") return 3000;
+      if (err && err.code === "too_many_viewers") return 10000;
+      console.error(`whisperwire overlay: refused (${err ? err.code : code}); not retrying`);
+      return null;
+    },
+  });
 }
 connect();

@@ -1,4 +1,5 @@
-// Wire protocol v1 — the browser's mirror of server/wire.py. Keep the two in step.
+// Wire protocol v1: the browser's copy of server/wire.py, kept by hand; tests/test_wire_js.py
+// checks the two against each other (types, fields, paths), so they cannot drift.
 export const LISTEN_PATH = "/v1/listen";
 export const eventsPath = (session) => `/v1/sessions/${encodeURIComponent(session)}/events`;
 export const transcriptPath = (session, fmt) =>
@@ -8,21 +9,25 @@ export const transcriptPath = (session, fmt) =>
 export const finalize = () => JSON.stringify({ type: "finalize" });
 export const close = () => JSON.stringify({ type: "close" });
 
-// Server -> client message types and their fields.
+// Server -> client message types and their fields; "name?" is a field that may be left out.
 export const SERVER_TYPES = {
   ready: ["session", "model", "device", "compute_type", "sample_rate"],
   partial: ["segment", "text", "start", "end"],
-  final: ["segment", "text", "start", "end", "words", "eou"],
+  final: ["segment", "text", "start", "end", "words?", "eou?"],
   error: ["code", "message"],
   status: ["audio_seconds", "lag"],
   closed: ["reason", "audio_seconds"],
 };
 
+/** The message in `text`, or null for anything this page cannot use (not JSON, a type it does
+ * not know, a required field missing): clients ignore what they do not understand, so a newer
+ * server can add message types. */
 export function decode(text) {
-  const m = JSON.parse(text);
-  if (!m || typeof m.type !== "string" || !(m.type in SERVER_TYPES)) {
-    throw new Error(`unknown message ${String(text).slice(0, 80)}`);
-  }
+  let m;
+  try { m = JSON.parse(text); } catch { return null; }
+  if (!m || typeof m !== "object" || typeof m.type !== "string") return null;
+  if (!Object.hasOwn(SERVER_TYPES, m.type)) return null;
+  for (const f of SERVER_TYPES[m.type]) if (!f.endsWith("?") && !(f in m)) return null;
   return m;
 }
 
