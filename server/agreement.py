@@ -98,11 +98,12 @@ class HypothesisBuffer:
         committed words of the window are forced as its prefix, so they never come back)."""
         self._new = [w for w in split_units(words) if unit_key(w.word)]
 
-    def commit_agreed(self) -> list[Word]:
-        """Commit the longest prefix on which the last two hypotheses agree."""
+    def commit_agreed(self, until: float = float("inf")) -> list[Word]:
+        """Commit the longest prefix on which the last two hypotheses agree, up to the units
+        that end by stream time ``until``."""
         n = 0
         for a, b in zip(self._previous, self._new):
-            if unit_key(a.word) != unit_key(b.word):
+            if unit_key(a.word) != unit_key(b.word) or b.end > until:
                 break
             n += 1
         commit = self._take(n)

@@ -18,7 +18,7 @@ import math
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -44,6 +44,7 @@ class EngineOptions:
     cpu_threads: int = 0  # 0: all cores
     max_batch: int = 8
     beam_size: int = 1
+    careful_beam_size: int = 5  # for careful decodes (utterance ends, full windows)
     prompt_tokens: int = 64  # previous-text tokens given as context
     max_new_tokens: int = 200
     # Encoder input length. 0 pads every window to Whisper's 30 s; N > 0 pads to the window's
@@ -53,6 +54,22 @@ class EngineOptions:
     compression_ratio_threshold: float = 2.4
     logprob_threshold: float = -1.0
     no_speech_threshold: float = 0.6
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """How one window is decoded. Windows with equal plans can share a CTranslate2 batch
+    without changing each other's result: same encoder length (padding changes the encoder's
+    output), output cap, beam, task, language and prompt length (generate() needs
+    ``<|startoftranscript|>`` at one position)."""
+
+    frames: int
+    max_new: int
+    beam: int
+    fallback: bool
+    task: str
+    language: str | None
+    prompt_len: int
 
 
 @dataclass
@@ -213,14 +230,17 @@ class Engine:
                         f.set_exception(exc)
                 continue
             for obs in self.observers:
-                obs(len(batch), time.perf_counter() - t0)
+                try:
+                    obs(len(batch), time.perf_counter() - t0)
+                except Exception:  # noqa: BLE001 - a metrics hook must not stop decoding
+                    log.exception("batch observer failed")
             for (_, f), res in zip(batch, results):
                 if not f.done():
                     f.set_result(res)
 
     # -- decoding (worker thread) --------------------------------------------------------
-    def _frames_for(self, seconds: float) -> int:
-        g = self.opt.encoder_granularity_s
+    def _frames_for(self, seconds: float, granularity: float | None = None) -> int:
+        g = self.opt.encoder_granularity_s if granularity is None else granularity
         if g <= 0:
             return MAX_FRAMES
         return min(MAX_FRAMES, int((math.ceil(seconds / g) * g + g) * FRAMES_PER_SECOND))
@@ -237,14 +257,49 @@ class Engine:
         return out
 
     def decode_batch(self, reqs: list[DecodeRequest]) -> list[DecodeResult]:
-        """Decode several windows at once (blocking; call from the worker thread)."""
+        """Decode several windows at once (blocking; call from the worker thread).
+
+        Requests are grouped by everything that shapes one item's decode (encoder length,
+        output cap, beam, task, language, prompt length); each group is one CTranslate2 batch.
+        So a window decodes to the same text whoever else is in the batch."""
+        groups: dict[_Plan, list[int]] = {}
+        for i, r in enumerate(reqs):
+            groups.setdefault(self._plan(r), []).append(i)
+        out: list[DecodeResult | None] = [None] * len(reqs)
+        t0 = time.perf_counter()
+        for plan, idx in groups.items():
+            for i, res in zip(idx, self._decode_group(plan, [reqs[i] for i in idx])):
+                out[i] = res
+        st = self.stats
+        st.batches += 1
+        st.items += len(reqs)
+        st.decode_seconds += time.perf_counter() - t0
+        st.audio_seconds += sum(r.duration for r in reqs)
+        return [r for r in out if r is not None]
+
+    def _plan(self, r: DecodeRequest) -> _Plan:
+        tok = self._tokenizer(r.task, None if r.language in (None, "auto") else r.language)
+        prev = len(tok.encode(" " + r.prompt.strip())) if r.prompt.strip() else 0
+        cap_frames = self._frames_for(r.duration, self.opt.encoder_granularity_s or 2.0)
+        return _Plan(
+            frames=MAX_FRAMES if r.careful else self._frames_for(r.duration),
+            # nobody says more than ~8 tokens a second: a longer output is a loop, cut it short
+            max_new=min(self.opt.max_new_tokens, 8 * cap_frames // FRAMES_PER_SECOND + 16),
+            beam=max(self.opt.beam_size, self.opt.careful_beam_size) if r.careful
+            else self.opt.beam_size,
+            fallback=r.careful or r.final,
+            task=r.task,
+            language=r.language,
+            prompt_len=min(self.opt.prompt_tokens, prev),
+        )
+
+    def _decode_group(self, plan: _Plan, reqs: list[DecodeRequest]) -> list[DecodeResult]:
         import ctranslate2
         from faster_whisper.transcribe import get_compression_ratio
 
         st = self.stats
         t0 = time.perf_counter()
-        frames = self._frames_for(max(r.duration for r in reqs))
-        feats = np.stack([self._features(r.audio, frames) for r in reqs])
+        feats = np.stack([self._features(r.audio, plan.frames) for r in reqs])
         t1 = time.perf_counter()
         enc = self._wm.model.encode(
             ctranslate2.StorageView.from_array(np.ascontiguousarray(feats)), to_cpu=False
@@ -253,26 +308,23 @@ class Engine:
         st.features_seconds += t1 - t0
         st.encode_seconds += t2 - t1
         langs = self._languages(reqs, enc)
+        if len(set(langs)) > 1:  # detected apart: alignment needs one language per batch
+            return [self._decode_group(replace(plan, language=lang), [r])[0]
+                    for r, lang in zip(reqs, langs)]
         toks = [self._tokenizer(r.task, lang) for r, lang in zip(reqs, langs)]
-        prev = [t.encode(" " + r.prompt.strip()) if r.prompt.strip() else [] for t, r in zip(toks, reqs)]
-        # generate() needs <|startoftranscript|> at one position for the whole batch
-        k = min(self.opt.prompt_tokens, *(len(p) for p in prev))
+        k = plan.prompt_len
+        prev = [t.encode(" " + r.prompt.strip())[-k:] if k else [] for t, r in zip(toks, reqs)]
         pre = [t.encode(" " + r.prefix.strip()) if r.prefix.strip() else [] for t, r in zip(toks, reqs)]
         prompts = [
-            ([t.sot_prev] + p[len(p) - k :] if k else [])
-            + list(t.sot_sequence)
-            + [t.no_timestamps]
-            + x
+            ([t.sot_prev] + p if k else []) + list(t.sot_sequence) + [t.no_timestamps] + x
             for t, p, x in zip(toks, prev, pre)
         ]
         results: list[tuple[list[int], float, float]] = []
-        for i, (g, t) in enumerate(zip(self._generate(enc, prompts, 0.0, max(r.duration for r in reqs)), toks)):
+        for i, (g, t) in enumerate(zip(self._generate(enc, prompts, 0.0, plan), toks)):
             tokens, avg_lp, nsp = g
-            # partials have the agreement to smooth them; only a window's last word is worth
-            # Whisper's temperature fallback
-            if reqs[i].final and self._needs_fallback(t, tokens, avg_lp, nsp):
+            if plan.fallback and self._needs_fallback(t, tokens, avg_lp, nsp):
                 st.fallbacks += 1
-                tokens, avg_lp = self._fallback(feats[i], prompts[i], t, tokens, avg_lp, reqs[i].duration)
+                tokens, avg_lp = self._fallback(feats[i], prompts[i], t, tokens, avg_lp, plan)
             results.append((tokens, avg_lp, nsp))
         # results hold prefix + new tokens: align them all (the prefix anchors the timing),
         # then keep the words after the prefix
@@ -285,10 +337,6 @@ class Engine:
             text = t.decode([tk for tk in tokens[len(x) :] if tk < t.eot]).strip()
             cr = get_compression_ratio(t.decode(tokens).strip())
             out.append(DecodeResult(tuple(w), text, nsp, avg_lp, cr, lang))
-        self.stats.batches += 1
-        self.stats.items += len(reqs)
-        self.stats.decode_seconds += time.perf_counter() - t0
-        self.stats.audio_seconds += sum(r.duration for r in reqs)
         return out
 
     def _languages(self, reqs: list[DecodeRequest], enc: Any) -> list[str | None]:
@@ -302,20 +350,17 @@ class Engine:
             ]
         return out
 
-    def _generate(
-        self, enc: Any, prompts: list[list[int]], temperature: float, seconds: float = 30.0
-    ) -> list[tuple]:
+    def _generate(self, enc: Any, prompts: list[list[int]], temperature: float, plan: _Plan
+                  ) -> list[tuple]:
         kw: dict[str, Any] = (
-            {"beam_size": self.opt.beam_size}
+            {"beam_size": plan.beam}
             if temperature == 0
             else {"beam_size": 1, "sampling_topk": 0, "sampling_temperature": temperature}
         )
         res = self._wm.model.generate(
             enc,
             prompts,
-            # nobody says more than ~8 tokens a second: a longer output is a loop, cut it short
-            max_length=max(len(p) for p in prompts)
-            + min(self.opt.max_new_tokens, int(8 * seconds) + 16),
+            max_length=max(len(p) for p in prompts) + plan.max_new,
             return_scores=True,
             return_no_speech_prob=True,
             suppress_blank=True,
@@ -339,7 +384,7 @@ class Engine:
 
     def _fallback(
         self, feats: np.ndarray, prompt: list[int], tok: Any, tokens: list[int], avg_lp: float,
-        seconds: float,
+        plan: _Plan,
     ) -> tuple[list[int], float]:
         """Whisper's temperature fallback for one item whose greedy decode looped or was
         unsure; the least repetitive, most likely candidate wins."""
@@ -349,7 +394,7 @@ class Engine:
         enc = self._wm.model.encode(ctranslate2.StorageView.from_array(feats[None]), to_cpu=False)
         cands = [(tokens, avg_lp)]
         for temp in self.opt.temperatures[1:]:
-            toks, lp, nsp = self._generate(enc, [prompt], temp, seconds)[0]
+            toks, lp, nsp = self._generate(enc, [prompt], temp, plan)[0]
             cands.append((toks, lp))
             if not self._needs_fallback(tok, toks, lp, nsp):
                 return toks, lp

@@ -18,6 +18,7 @@ No sockets, threads, clocks or model: the transport calls :meth:`StreamSession.f
 
 from __future__ import annotations
 
+import enum
 import itertools
 from collections import deque
 from dataclasses import dataclass
@@ -33,6 +34,15 @@ from .wire import Final, Message, Partial, Word
 __all__ = ["StreamOptions", "StreamSession", "loop_start"]
 
 
+class _Kind(enum.Enum):
+    """What a window's decode is for."""
+
+    STEP = "step"  # new speech arrived: a hypothesis for agreement and the partial
+    FULL = "full"  # the window reached ``max_window_ms``: commit what it holds, move on
+    FORCED = "forced"  # the client asked for finals now
+    END = "end"  # the utterance ended: everything in the window becomes final
+
+
 @dataclass(frozen=True)
 class StreamOptions:
     step_ms: int = 500  # decode again after this much new speech
@@ -43,6 +53,14 @@ class StreamOptions:
     # bounds both the cost of a decode and a session's lag when the decoder falls behind.
     max_window_ms: int = 15000
     stall_keep_ms: int = 3000
+    # words ending this close to the window's end are never committed by agreement: Whisper's
+    # last words are the ones it most often changes once it hears what follows
+    holdback_ms: int = 0
+    # a ``finalize`` waits until the utterance holds this much audio past the committed point:
+    # Whisper invents words ("Thank you.") for slivers of audio decoded on their own
+    min_final_ms: int = 1000
+    # an utterance that starts this soon after the previous one ended continues its window
+    join_gap_ms: int = 2000
     prompt_chars: int = 200
     no_speech_threshold: float = 0.6
     logprob_threshold: float = -1.0
@@ -71,12 +89,17 @@ def loop_start(prefix: list[str], keys: list[str]) -> int:
     return len(keys)
 
 
-class _Utterance:
-    """Audio of one utterance from the window start on, with stream sample positions."""
+class _Run:
+    """Speech from the window start on, with stream sample positions: one utterance, or
+    several whose pauses were short (``join_gap_ms``), held as one stretch with the pauses as
+    digital silence. The previous utterance's end stays in the window as context for the next
+    one (Whisper hears who speaks and how, and its words are the forced prefix), and a backlog
+    of short utterances is decoded as one window instead of one by one."""
 
     def __init__(self, start: int) -> None:
         self.start = start
-        self.end: int | None = None
+        self.ends: deque[int] = deque()  # utterance ends not yet decoded as final
+        self.open = True  # an utterance is going on
         self.base = start  # stream position of the first sample held
         self.chunks: list[np.ndarray] = []
         self.length = 0
@@ -84,6 +107,8 @@ class _Utterance:
         self.decoded_to = start
         self.prefix: list[Word] = []  # committed words inside the window
         self.buffer = HypothesisBuffer(committed_end=start / MODEL_RATE)
+        self.force_at: int | None = None  # ``finalize``: commit everything heard up to here
+        self.retries = 0  # careful decodes of this window the guards rejected
 
     @property
     def available(self) -> int:
@@ -92,6 +117,11 @@ class _Utterance:
     def append(self, samples: np.ndarray) -> None:
         self.chunks.append(samples)
         self.length += len(samples)
+
+    @property
+    def idle(self) -> bool:
+        """Everything in it is final; it is kept only as context for a continuation."""
+        return not self.open and not self.ends
 
     def audio(self, a: int, b: int) -> np.ndarray:
         if len(self.chunks) > 1:
@@ -132,10 +162,10 @@ class StreamSession:
         self.language, self.task, self.user_prompt = language, task, prompt or ""
         self.samples_in = 0
         self.segment = 0
-        self._utts: deque[_Utterance] = deque()
+        self._utts: deque[_Run] = deque()
         self._events: list[Message] = []
         self._ids = itertools.count(1)
-        self._in_flight: tuple[DecodeRequest, _Utterance] | None = None
+        self._in_flight: tuple[DecodeRequest, _Run] | None = None
         self._partial = ""
         self._committed_text = ""
         self.detected_language: str | None = None
@@ -147,30 +177,48 @@ class StreamSession:
         self._vad_events(self._vad.feed(samples))
 
     def finalize(self) -> None:
-        """End the open utterance now: what was heard so far will all become final."""
+        """The client wants finals now: everything heard so far becomes final (``eou``), and
+        the utterance goes on with its context (the VAD keeps its state and pre-roll). Waits
+        until the utterance holds ``min_final_ms`` past its committed point, or ends."""
+        if self._utts and self._utts[-1].open:
+            self._utts[-1].force_at = self._utts[-1].available
+
+    def finish(self) -> None:
+        """End of stream: the open utterance ends here and everything heard becomes final."""
         self._vad_events(self._vad.flush())
 
     def _vad_events(self, events: list) -> None:
         for ev in events:
             if isinstance(ev, SpeechStart):
-                self._utts.append(_Utterance(ev.sample))
+                self._start_speech(ev.sample)
             elif isinstance(ev, SpeechAudio):
                 self._utts[-1].append(ev.samples)
             elif isinstance(ev, SpeechEnd):
-                self._utts[-1].end = ev.sample
+                self._utts[-1].ends.append(ev.sample)
+                self._utts[-1].open = False
+
+    def _start_speech(self, sample: int) -> None:
+        last = self._utts[-1] if self._utts else None
+        if last is not None and sample - last.available <= self.opt.samples(self.opt.join_gap_ms):
+            last.append(np.zeros(sample - last.available, np.float32))
+            last.open = True
+            return
+        while self._utts and self._utts[-1].idle and self._in_flight is None:
+            self._utts.pop()  # context too old to help
+        self._utts.append(_Run(sample))
 
     # -- decoding ------------------------------------------------------------------------
     @property
     def flushed(self) -> bool:
-        return self._in_flight is None and not self._utts
+        return self._in_flight is None and all(u.idle for u in self._utts)
 
     @property
     def lag(self) -> float:
         """Seconds of speech received but not yet final (silence does not count)."""
         total = 0.0
         for u in self._utts:
-            end = (u.available if u.end is None else u.end) / MODEL_RATE
-            total += max(0.0, end - u.buffer.committed_end)
+            if not u.idle:
+                total += max(0.0, u.available / MODEL_RATE - u.buffer.committed_end)
         return total
 
     @property
@@ -178,8 +226,8 @@ class StreamSession:
         """Seconds of speech received but not yet sent to the decoder at all."""
         total = 0.0
         for u in self._utts:
-            end = u.available if u.end is None else u.end
-            total += max(0, end - u.decoded_to) / MODEL_RATE
+            if not u.idle:
+                total += max(0, u.available - u.decoded_to) / MODEL_RATE
         return total
 
     @property
@@ -188,36 +236,57 @@ class StreamSession:
 
     def next_decode(self) -> DecodeRequest | None:
         """The next window to decode, or None while one is out or nothing is due."""
-        if self._in_flight is not None or not self._utts:
+        if self._in_flight is not None:
+            return None
+        while len(self._utts) > 1 and self._utts[0].idle:
+            self._utts.popleft()
+        if not self._utts or self._utts[0].idle:
             return None
         u = self._utts[0]
-        o = self.opt
-        hi = u.available if u.end is None else u.end
-        end = min(hi, u.window_start + o.samples(o.max_window_ms))
-        final = u.end is not None and end == u.end
-        if not final:
-            if end - u.decoded_to < o.samples(o.step_ms) and end < u.window_start + o.samples(
-                o.max_window_ms
-            ):
-                return None
-            if end - u.window_start < o.samples(o.min_window_ms):
-                return None
+        due = self._due(u)
+        if due is None:
+            return None
+        end, kind = due
+        careful = kind != _Kind.STEP
         req = DecodeRequest(
             id=next(self._ids),
             audio=np.ascontiguousarray(u.audio(u.window_start, end), dtype=np.float32),
             offset=u.window_start / MODEL_RATE,
-            prompt=self._prompt(u),
-            prefix=join_words(u.prefix),
+            # a careful decode the guards rejected is asked again without the context that
+            # may have led Whisper astray: first the prompt, then the forced prefix
+            prompt=self._prompt(u) if u.retries == 0 else "",
+            prefix=join_words(u.prefix) if u.retries < 2 else "",
             language=self.language,
             task=self.task,
-            final=final,
+            final=kind == _Kind.END,
+            careful=careful,
             session=self.name,
         )
         u.decoded_to = end
-        self._in_flight = (req, u)
+        self._in_flight = (req, u, kind)
         return req
 
-    def _prompt(self, u: _Utterance) -> str:
+    def _due(self, u: _Run) -> tuple[int, _Kind] | None:
+        """Where the next window of ``u`` ends and what its decode is for, if one is due."""
+        o = self.opt
+        full = u.window_start + o.samples(o.max_window_ms)
+        ends = [e for e in u.ends if e <= full]
+        if ends:  # under backlog, several ended utterances become final in one window
+            return ends[-1], _Kind.END
+        if u.available >= full:
+            return full, _Kind.FULL
+        if u.force_at is not None:
+            ready = int(u.buffer.committed_end * MODEL_RATE) + o.samples(o.min_final_ms)
+            if u.available >= max(u.force_at, ready):
+                return u.available, _Kind.FORCED
+        end = u.available
+        if not u.open or end - u.decoded_to < o.samples(o.step_ms) or end - u.window_start < o.samples(
+            o.min_window_ms
+        ):
+            return None
+        return end, _Kind.STEP
+
+    def _prompt(self, u: _Run) -> str:
         """Committed text before the window (the window's own committed words are its prefix)."""
         before = self._committed_text
         if u.prefix:
@@ -242,31 +311,46 @@ class StreamSession:
         """Hand back the result of the request with this id; events become available."""
         if self._in_flight is None or self._in_flight[0].id != request_id:
             raise ValueError(f"no decode request {request_id} is outstanding")
-        req, u = self._in_flight
+        req, u, kind = self._in_flight
         self._in_flight = None
         if result.language:
             self.detected_language = result.language
         win_end = req.offset + req.duration
-        u.buffer.insert(self._accepted_words(req, result, win_end))
-        if req.final:
-            self._emit_final(u.buffer.commit_all(), eou=True)
-            self._update_partial(u)
-            self._utts.popleft()
+        words, rejected = self._accepted_words(req, result, win_end, u.buffer.committed_end)
+        if rejected and req.careful and u.retries < 2:
+            u.retries += 1  # retried differently (see next_decode), never skipped
+            u.decoded_to = u.window_start
             return
-        if req.duration * 1000 >= self.opt.commit_after_ms:
-            self._emit_final(u.buffer.commit_agreed(), eou=False)
-        else:
-            u.buffer.commit_until(-1.0)  # too little audio to trust: remember, commit nothing
-        at_least = 0
-        if req.duration * 1000 >= self.opt.max_window_ms - 1:
-            # a full window: commit what it holds, and move on even if it held no words
+        u.retries = 0
+        u.buffer.insert(words)
+        if kind == _Kind.END:
+            self._emit_final(u.buffer.commit_all(), eou=True)
+            while u.ends and u.ends[0] <= int(round(win_end * MODEL_RATE)):
+                u.ends.popleft()
+            if u.force_at is not None and u.force_at <= int(round(win_end * MODEL_RATE)):
+                u.force_at = None
+            self._slide_window(u)
+        elif kind == _Kind.FORCED:
+            self._emit_final(u.buffer.commit_all(), eou=True)
+            u.force_at = None
+            self._slide_window(u)
+        elif kind == _Kind.FULL:
+            # a full window commits what it holds up to its last ``stall_keep_ms``; it moves
+            # past audio without committed words only when a careful decode found none there
             keep_from = win_end - self.opt.stall_keep_ms / 1000
-            self._emit_final(u.buffer.commit_until(keep_from), False)
-            at_least = int(keep_from * MODEL_RATE)
-        self._slide_window(u, at_least)
+            committed = u.buffer.commit_until(keep_from)
+            self._emit_final(committed, False)
+            self._slide_window(u, 0 if committed else int(keep_from * MODEL_RATE))
+        else:
+            if req.duration * 1000 >= self.opt.commit_after_ms:
+                until = win_end - self.opt.holdback_ms / 1000
+                self._emit_final(u.buffer.commit_agreed(until), eou=False)
+            else:
+                u.buffer.commit_until(-1.0)  # too little audio to trust: remember, commit nothing
+            self._slide_window(u)
         self._update_partial(u)
 
-    def _slide_window(self, u: _Utterance, at_least: int = 0) -> None:
+    def _slide_window(self, u: _Run, at_least: int = 0) -> None:
         """Start the window at the first committed word of the last ``overlap_ms`` (those words
         become the next decode's prefix; the audio before them leaves the window), and never
         before ``at_least``."""
@@ -284,11 +368,13 @@ class StreamSession:
             u.trim(start)
         u.prefix = [w for w in committed if (w.start + w.end) / 2 * MODEL_RATE >= u.window_start]
 
-    def _accepted_words(self, req: DecodeRequest, r: DecodeResult, win_end: float) -> list[Word]:
-        """The result's words in stream time, minus Whisper's known inventions."""
+    def _accepted_words(self, req: DecodeRequest, r: DecodeResult, win_end: float,
+                        committed_end: float) -> tuple[list[Word], bool]:
+        """The result's words in stream time, minus Whisper's known inventions; and whether
+        the guards rejected the decode as a whole (a loop they could not cut away)."""
         o = self.opt
         if r.no_speech_prob > o.no_speech_threshold and r.avg_logprob < o.logprob_threshold:
-            return []  # Whisper itself says this is not speech
+            return [], False  # Whisper itself says this is not speech
         out = []
         for w in r.words:
             start = min(req.offset + w.start, win_end)
@@ -304,8 +390,16 @@ class StreamSession:
         cut = loop_start([unit_key(x) for x in req.prefix.split()], keys)
         trimmed = cut < len(keys) or len(out) < len(r.words)
         if not trimmed and r.compression_ratio > o.compression_ratio_threshold:
-            return []  # repetitive, and no loop found to cut away: nothing to trust
-        return out[:cut]  # a loop keeps what came before it
+            return [], True  # repetitive, and no loop found to cut away: nothing to trust
+        if cut == 0 and keys:
+            return [], True  # it loops from its first word on
+        out = out[:cut]  # a loop keeps what came before it
+        # Words placed in audio that is already final were heard again (Whisper re-reading the
+        # end of its prefix): committed text never comes twice.
+        first = 0
+        while first < len(out) and (out[first].start + out[first].end) / 2 < committed_end:
+            first += 1
+        return out[first:], False
 
     # -- events --------------------------------------------------------------------------
     def events(self) -> list[Message]:
@@ -324,7 +418,7 @@ class StreamSession:
         self._partial = ""
         self._committed_text = (self._committed_text + " " + text).strip()[-4 * self.opt.prompt_chars :]
 
-    def _update_partial(self, u: _Utterance) -> None:
+    def _update_partial(self, u: _Run) -> None:
         pending = u.buffer.pending
         text = join_words(pending)
         if text == self._partial:

@@ -260,3 +260,106 @@ def test_a_long_utterance_without_words_still_moves_on_and_ends():
     assert s.flushed and finals(ev) == []
     assert len(dec.requests) < 2 * len(audio) / SR  # no spinning on one full window
     assert max(r.duration for r in dec.requests) <= StreamOptions().max_window_ms / 1000
+
+
+# -- the accuracy issue: nothing lost, nothing repeated, whatever the pace ----------------
+
+
+def test_finalize_every_few_ms_loses_nothing_and_waits_for_enough_audio():
+    """A client that sends ``finalize`` after every 50 ms: the VAD keeps its state (the
+    utterance still opens) and no final window is a sliver of audio."""
+    audio, truth = make_stream(24, pause_every=6)
+    s = StreamSession(StreamOptions(), energy_vad())
+    dec = ScriptedDecoder(truth)
+    events = []
+    for i in range(0, len(audio), 800):
+        s.feed_audio(audio[i : i + 800])
+        s.finalize()
+        while (req := s.next_decode()) is not None:
+            s.decoded(req.id, dec(req))
+        events += s.events()
+    s.finish()
+    while (req := s.next_decode()) is not None:
+        s.decoded(req.id, dec(req))
+    events += s.events()
+    assert s.flushed
+    # a forced final takes a word cut by the window's end as it was heard ("w1~"), once
+    words = [w.word.strip().rstrip("~") for f in finals(events) for w in f.words]
+    assert words == [t for t, _, _ in truth]
+    forced = [f for f in finals(events)[:-1] if f.eou]
+    assert forced, "finalize turns what was heard into finals"
+    careful = [r for r in dec.requests if r.careful]
+    assert all(r.duration >= 1.0 for r in careful[:-1])
+
+
+class LoopingDecoder(ScriptedDecoder):
+    """Loops (the guards reject it) unless asked carefully without the previous text."""
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        good = super().__call__(req)
+        if req.careful and not req.prompt:
+            return good
+        # a repetitive text (compression ratio 3.5) whose loop the word guard cannot place
+        w = tuple(Word(f" north{i}", 0.1 * i, 0.1 * i + 0.1, 0.5) for i in range(1, 9))
+        return DecodeResult(w, "", 0.01, -0.3, 3.5)
+
+
+def test_a_rejected_decode_is_retried_differently_never_skipped():
+    audio, truth = make_stream(60, gap_s=0.05)  # one 27 s utterance: full windows
+    s = StreamSession(StreamOptions(prompt_chars=200), energy_vad(), prompt="domain words")
+    dec = LoopingDecoder(truth)
+    fin = finals(drive(s, dec, audio))
+    words = [w.word.strip() for f in fin for w in f.words]
+    assert words == [t for t, _, _ in truth]
+
+
+class RereadingDecoder(ScriptedDecoder):
+    """At an utterance's end, says the end of its prefix again over the prefix's audio."""
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        good = super().__call__(req)
+        if not req.final or not req.prefix:
+            return good
+        last = req.prefix.split()[-2:]
+        a = req.offset
+        again = [(t, s, e) for t, s, e in self.truth if t in last]
+        w = tuple(Word(" " + t, s - a, e - a, 0.9) for t, s, e in again) + good.words
+        return DecodeResult(w, "", 0.01, -0.2, 1.2)
+
+
+def test_the_utterance_end_never_repeats_committed_words():
+    audio, truth = make_stream(30, pause_every=10, pause_s=1.0)
+    s = StreamSession(StreamOptions(), energy_vad())
+    fin = finals(drive(s, RereadingDecoder(truth), audio))
+    words = [w.word.strip() for f in fin for w in f.words]
+    assert words == [t for t, _, _ in truth]
+
+
+def test_a_backlog_of_short_utterances_is_decoded_in_few_windows():
+    """Flat-out input of 40 short utterances: queued utterances share windows (bounded by
+    max_window_ms), nothing is lost and the backlog figure shows the queue."""
+    audio, truth = make_stream(80, pause_every=2, pause_s=0.9)
+    s = StreamSession(StreamOptions(), energy_vad())
+    s.feed_audio(audio)  # all of it before the first decode
+    assert s.backlog > 0.8 * sum(e - b for _, b, e in truth)
+    s.finish()
+    dec = ScriptedDecoder(truth)
+    events = []
+    while (req := s.next_decode()) is not None:
+        assert req.duration <= s.opt.max_window_ms / 1000 + 1e-6
+        s.decoded(req.id, dec(req))
+        events += s.events()
+    assert s.flushed and s.backlog == 0
+    words = [w.word.strip() for f in finals(events) for w in f.words]
+    assert words == [t for t, _, _ in truth]
+    assert len(dec.requests) < 40 / 2
+
+
+def test_the_next_utterance_hears_the_previous_one_as_context():
+    audio, truth = make_stream(12, pause_every=6, pause_s=1.0)
+    s = StreamSession(StreamOptions(), energy_vad())
+    dec = ScriptedDecoder(truth)
+    drive(s, dec, audio)
+    second = [r for r in dec.requests if r.offset + r.duration > truth[6][2]]
+    assert second and second[0].offset < truth[5][2], "the window reaches back into utterance 1"
+    assert second[0].prefix.split()[-1] == "w5"

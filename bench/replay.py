@@ -1,0 +1,77 @@
+"""Replay a recording through the streaming core in-process: the real session policy and the
+real engine, no sockets, no waiting.
+
+The sans-I/O core makes this possible: time is counted in samples, so a virtual clock decides
+what the session has heard when each decode starts. ``realtime`` charges each decode its
+measured wall time (audio keeps arriving meanwhile, as it would from a live speaker);
+``flat`` hands the whole recording over before the first decode (a file pushed flat out, a
+reconnect's backlog). It is how policy changes are tried on the whole corpus in minutes; the
+WebSocket benchmark (``python -m bench accuracy``) is what the published figures come from.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from whisperwire.server import wire
+from whisperwire.server.engine import Engine
+from whisperwire.server.session import StreamOptions, StreamSession
+from whisperwire.server.vad import VadOptions, VadSegmenter, webrtc_classifier
+
+CHUNK = 1600  # 100 ms, as a client sends
+
+
+@dataclass
+class Replay:
+    finals: list[wire.Final] = field(default_factory=list)
+    decodes: int = 0
+    decoded_audio_s: float = 0.0
+
+    @property
+    def text(self) -> str:
+        return " ".join(f.text for f in self.finals)
+
+
+def replay(engine: Engine, audio: np.ndarray, mode: str = "realtime",
+           stream: StreamOptions | None = None, vad: VadOptions | None = None,
+           language: str | None = None, speed: float = 1.0) -> Replay:
+    """Stream ``audio`` (16 kHz float32) through a session; ``speed`` scales the virtual clock
+    in realtime mode (2.0: the speaker talks twice as fast as real time)."""
+    vo = vad or VadOptions()
+    s = StreamSession(stream or StreamOptions(), VadSegmenter(vo, webrtc_classifier(vo.aggressiveness)),
+                      language=language)
+    out = Replay()
+    fed = 0
+    clock = 0.0  # virtual seconds since the first sample
+
+    def feed_until(t: float) -> None:
+        nonlocal fed
+        upto = len(audio) if mode == "flat" else min(len(audio), int(t * speed * 16000))
+        while fed < upto:
+            n = min(CHUNK, upto - fed)
+            s.feed_audio(audio[fed : fed + n])
+            fed += n
+
+    def drain() -> None:
+        nonlocal clock
+        while (req := s.next_decode()) is not None:
+            t0 = time.perf_counter()
+            res = engine.decode_batch([req])[0]
+            clock += time.perf_counter() - t0
+            out.decodes += 1
+            out.decoded_audio_s += req.duration
+            s.decoded(req.id, res)
+            out.finals += [e for e in s.events() if isinstance(e, wire.Final)]
+            feed_until(clock)
+
+    while fed < len(audio):
+        clock = max(clock, (fed + CHUNK) / 16000 / speed) if mode != "flat" else clock
+        feed_until(clock)
+        drain()
+    s.finish()
+    drain()
+    assert s.flushed, "the session did not flush"
+    return out
