@@ -9,6 +9,8 @@ const viewSession = params.get("view");
 const token = params.get("token");  // ours, when the server asks for one; may be a speak token
 const SPEAKER_TRIES = 5;
 const VIEWER_TRIES = 8;
+// refusals that pass when a server restarts: worth retrying when we were connected before
+const TRANSIENT = ["shutting_down", "not_ready", "server_full"];
 
 const state = {
   link: null, ctx: null, stream: null, node: null,
@@ -16,7 +18,7 @@ const state = {
   // what links to this session carry: the view token the server gave the speaker (never the
   // speaker's own token, which could speak), or in viewer mode the token the viewer came with
   viewToken: viewSession ? token : null,
-  rejoining: false,  // reconnecting after a drop, to the session this page already had
+  joined: false,  // this page was in its session before: a refusal now may pass in a moment
   segments: new Segments(),
 };
 
@@ -73,7 +75,7 @@ function onSpeakerMessage(m, ws, started) {
   if (m.type === "ready") {
     state.session = m.session;
     state.viewToken = m.view_token || null;
-    state.rejoining = false;
+    state.joined = true;
     state.segments = new Segments();  // a speaker's socket never replays finals
     showShare(m.session);
     setStatus("live", "live");
@@ -101,18 +103,21 @@ function connectSpeaker() {
     onMessage: onSpeakerMessage,
     onRefused: (err, code, attempt) => {
       // after a drop the server may still be finishing our old connection for a moment
-      if (state.rejoining && err?.code === "session_taken") return backoff(attempt);
+      const again = err && (err.code === "session_taken" || TRANSIENT.includes(err.code));
+      if (state.joined && again) return backoff(attempt);
       refused(err, code);
       return null;
     },
     onDrop: (attempt) => {
-      state.rejoining = state.session !== null;
       setStatus("reconnecting", "connecting");
-      say(`Connection lost; reconnecting to the same session (try ${attempt} of ${SPEAKER_TRIES}).`);
+      say(state.joined
+        ? `Connection lost; reconnecting to the same session (try ${attempt} of ${SPEAKER_TRIES}).`
+        : `Cannot reach the server; trying again (${attempt} of ${SPEAKER_TRIES}).`);
     },
-    onGiveUp: () => {
+    onGiveUp: (code, err) => {
       setStatus("disconnected", "error");
-      say("Connection lost; captions stopped. Press Start to try again.");
+      say(err ? explainError(err, context())
+        : "Connection lost; captions stopped. Press Start to try again.");
       releaseMic();
     },
   });
@@ -120,7 +125,7 @@ function connectSpeaker() {
 
 async function start() {
   $("start").disabled = true;
-  state.rejoining = false;
+  state.joined = false;
   try {
     state.stream = await navigator.mediaDevices.getUserMedia({
       // browser DSP (noise suppression, AGC) distorts speech more than Whisper minds noise
@@ -177,18 +182,28 @@ function watch(session) {
         say("The speaker stopped; captions continue here if they start again.");
         return;
       }
-      setStatus("watching", "live");
-      say("");
+      if (!state.joined || $("status").textContent !== "watching") {
+        state.joined = true;
+        setStatus("watching", "live");
+        say("");
+      }
       showCaption(m);
     },
-    onRefused: (err, code) => { refused(err, code); return null; },
+    onRefused: (err, code, attempt) => {
+      // after a server restart the speaker's page brings the session back within seconds
+      const again = err && (err.code === "unknown_session" || TRANSIENT.includes(err.code));
+      if (state.joined && again) return backoff(attempt);
+      refused(err, code);
+      return null;
+    },
     onDrop: (attempt) => {
       setStatus("reconnecting", "connecting");
-      say(`Connection lost; reconnecting (try ${attempt} of ${VIEWER_TRIES}).`);
+      say(state.joined ? `Connection lost; reconnecting (try ${attempt} of ${VIEWER_TRIES}).`
+        : `Cannot reach the server; trying again (${attempt} of ${VIEWER_TRIES}).`);
     },
-    onGiveUp: () => {
+    onGiveUp: (code, err) => {
       setStatus("disconnected", "error");
-      say("Connection lost. Reload the page to try again.");
+      say(err ? explainError(err, context()) : "Connection lost. Reload the page to try again.");
     },
   });
 }

@@ -20,7 +20,8 @@ export const backoff = (attempt, firstMs = 500, maxMs = 10000) =>
  *   onRefused(err, code, attempt)  the server said no (`err` may be null): return a delay in ms
  *                       to try again anyway, or null to stop
  *   onDrop(attempt, ms, code)      a drop; the next try is in `ms`
- *   onGiveUp(code)      `tries` failed connections in a row; nothing more happens
+ *   onGiveUp(code, err) `tries` failed connections in a row (err: the last one's refusal, if
+ *                       it was one that onRefused chose to retry); nothing more happens
  * A connection that started and stayed up `upMs` counts as good and clears the failure count;
  * one that fails sooner counts, so a server that takes and drops us cannot make us loop forever.
  * Returns { stop(), socket() }: stop() ends the following (the open socket is left to its owner).
@@ -33,7 +34,12 @@ export function follow(options) {
   function connect() {
     timer = null;
     if (stopped) return;
-    const sock = new WebSocket(o.url());
+    let sock;
+    try {
+      sock = new WebSocket(o.url());
+    } catch (e) {  // a malformed address: trying again cannot fix it
+      console.error(e); stopped = true; o.onGiveUp(0, null); return;
+    }
     const conn = { refusal: null, startedAt: 0 };
     sock.binaryType = "arraybuffer";
     sock.onmessage = (ev) => {
@@ -56,7 +62,7 @@ export function follow(options) {
     const refused = conn.refusal !== null || REFUSAL_CODES.includes(code);
     const ms = refused ? o.onRefused(conn.refusal, code, failures) : o.delay(failures);
     if (ms === null || ms === undefined) { stopped = true; return; }
-    if (failures > o.tries) { stopped = true; o.onGiveUp(code); return; }
+    if (failures > o.tries) { stopped = true; o.onGiveUp(code, conn.refusal); return; }
     if (!refused) o.onDrop(failures, ms, code);
     timer = setTimeout(connect, ms);
   }

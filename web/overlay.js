@@ -83,6 +83,8 @@ function onMessage(m) {
 // An OBS source must keep working across speaker restarts and network blips without anyone
 // touching it: it follows the session for ever, and waits quietly for one that has not started
 // yet (sources are set up before the stream). Only a wrong token or id stops it.
+const PERMANENT = ["unauthorized", "forbidden_origin", "bad_session"];  // the URL is wrong
+
 function connect() {
   if (!opt.session) { box.textContent = ""; return; }
   follow({
@@ -91,11 +93,12 @@ function connect() {
     tries: Infinity,
     delay: (n) => backoff(n, 1000, 10000),
     onMessage,
-    onRefused: (err, code) => {
-      if (err && err.code === "unknown_session") return 3000;
-      if (err && err.code === "too_many_viewers") return 10000;
-      console.error(`whisperwire overlay: refused (${err ? err.code : code}); not retrying`);
-      return null;
+    onRefused: (err, code, attempt) => {
+      if (err && PERMANENT.includes(err.code)) {
+        console.error(`whisperwire overlay: ${err.code}: ${err.message}; not retrying`);
+        return null;
+      }
+      return err && err.code === "unknown_session" ? 3000 : backoff(attempt, 1000, 10000);
     },
   });
 }
