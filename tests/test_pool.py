@@ -16,7 +16,13 @@ from whisperwire.client.stream import paced, stream_chunks
 from whisperwire.server import wire
 from whisperwire.server.app import ServerConfig
 from whisperwire.server.engine import EngineOptions
-from whisperwire.server.pool import WorkerPool, parse_devices
+from whisperwire.server.pool import (
+    NoWorkerError,
+    PoolOptions,
+    WorkerPool,
+    WorkerState,
+    parse_devices,
+)
 from whisperwire.server.wer import wer
 
 pytestmark = pytest.mark.e2e
@@ -37,46 +43,145 @@ def test_parse_devices():
         parse_devices("all", gpu_count=0)
 
 
+def _two_sessions_with_a_fault(srv, pool, audio, fault: signal.Signals):
+    """Two sessions stream ``audio``; once the first final is out (mid-stream, whatever the
+    machine's speed), worker 0 gets ``fault``. Returns both results and the victim's pid."""
+    import asyncio
+
+    victim = pool.worker_pids[0]
+    first_final = threading.Event()
+
+    def on_message(m):
+        if isinstance(m, wire.Final):
+            first_final.set()
+
+    def fault_later():
+        if first_final.wait(120):
+            os.kill(victim, fault)
+
+    async def go():
+        streams = []
+        for i in range(2):
+            p = wire.ListenParams(session=f"pool-{fault.name}-{i}")
+            streams.append(stream_chunks(srv.url, paced(s16(audio), p, 2.0), p,
+                                         on_message=on_message))
+        return await asyncio.gather(*streams)
+
+    t = threading.Thread(target=fault_later)
+    t.start()
+    results = run(go())
+    t.join()
+    assert first_final.is_set()
+    return results, victim
+
+
+def _complete_and_in_order(results, ref):
+    for res in results:
+        assert wer(ref, res.text) <= 0.1, res.text
+        segs = [f.segment for f in res.finals]
+        assert segs == list(range(len(segs)))  # nothing lost, nothing doubled
+        assert isinstance(res.messages[-1][2], wire.Closed)
+        assert not res.of_type(wire.Error)
+
+
+def _replaced(pool, victim):
+    deadline = time.time() + 60
+    while time.time() < deadline and not (victim not in pool.worker_pids
+                                          and all(w.alive for w in pool._workers)):
+        time.sleep(0.2)
+    return victim not in pool.worker_pids and all(w.alive for w in pool._workers)
+
+
+LJ = ["LJ001-0001.wav", "LJ001-0002.wav", "LJ001-0003.wav", "LJ001-0004.wav"]
+
+
+@pytest.mark.timeout(300)
 def test_pool_spreads_sessions_and_survives_a_killed_worker():
-    files = ["LJ001-0001.wav", "LJ001-0002.wav", "LJ001-0003.wav", "LJ001-0004.wav"]
-    audio = np.concatenate([load16k(f) for f in files])
-    ref = " ".join(references()[f] for f in files)
+    audio = np.concatenate([load16k(f) for f in LJ])
+    ref = " ".join(references()[f] for f in LJ)
     pool = WorkerPool(EngineOptions(), ["cpu", "cpu"], cpu_threads_each=1)
     pool.load()
     with LiveServer(ServerConfig(), pool) as srv:
         assert srv.app.state.engine is pool and len(pool.worker_pids) == 2
-        victim = pool.worker_pids[0]
-        killed = threading.Event()
-
-        def kill_later():
-            time.sleep(6.0)  # mid-stream
-            os.kill(victim, signal.SIGKILL)
-            killed.set()
-
-        async def go():
-            import asyncio
-
-            streams = []
-            for i in range(2):
-                p = wire.ListenParams(session=f"pool-{i}")
-                streams.append(stream_chunks(srv.url, paced(s16(audio), p, 2.0), p))
-            return await asyncio.gather(*streams)
-
-        t = threading.Thread(target=kill_later)
-        t.start()
-        results = run(go())
-        t.join()
-        assert killed.is_set()
-        # both sessions complete, nothing lost, nothing doubled
-        for res in results:
-            assert wer(ref, res.text) <= 0.1, res.text
-            segs = [f.segment for f in res.finals]
-            assert segs == list(range(len(segs)))
-            assert isinstance(res.messages[-1][2], wire.Closed)
-        # the dead worker was replaced
-        deadline = time.time() + 60
-        while time.time() < deadline and victim in pool.worker_pids:
-            time.sleep(0.2)
-        assert victim not in pool.worker_pids and all(w.alive for w in pool._workers)
+        results, victim = _two_sessions_with_a_fault(srv, pool, audio, signal.SIGKILL)
+        _complete_and_in_order(results, ref)
+        assert _replaced(pool, victim)
         assert pool._workers[0].restarts == 1
         assert pool.stats.batches > 0
+
+
+@pytest.mark.timeout(300)
+def test_a_hung_worker_is_replaced_and_its_sessions_go_on():
+    """SIGSTOP: the process is there but never answers. Its batch times out, it is killed, and
+    its windows are decoded by the other worker."""
+    audio = np.concatenate([load16k(f) for f in LJ])
+    ref = " ".join(references()[f] for f in LJ)
+    opts = PoolOptions(decode_timeout_s=4.0, decode_timeout_per_audio_s=0.5)
+    pool = WorkerPool(EngineOptions(), ["cpu", "cpu"], cpu_threads_each=1, pool_options=opts)
+    pool.load()
+    with LiveServer(ServerConfig(), pool) as srv:
+        t0 = time.monotonic()
+        results, victim = _two_sessions_with_a_fault(srv, pool, audio, signal.SIGSTOP)
+        try:
+            _complete_and_in_order(results, ref)
+            # a stalled session would wait for SIGCONT forever; here it ends at stream pace
+            assert time.monotonic() - t0 < len(audio) / 16000 / 2.0 + 40
+            assert _replaced(pool, victim)
+            assert pool._workers[0].restarts == 1 and pool.health() is None
+        finally:
+            try:
+                os.kill(victim, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.mark.timeout(300)
+def test_with_no_worker_left_decodes_fail_health_says_why_and_a_restart_brings_it_back(tmp_path):
+    """The model directory disappears, then the only worker dies: its restart fails, decodes
+    raise instead of waiting forever, health() says why, and the pool's loop survives to
+    restart the worker once the model is back."""
+    import asyncio
+    import shutil
+
+    from whisperwire.server.decoding import DecodeRequest
+    from whisperwire.server.engine import resolve_model
+
+    model = tmp_path / "model"
+    shutil.copytree(resolve_model("embedded"), model)
+    pool = WorkerPool(EngineOptions(model=str(model)), ["cpu"], cpu_threads_each=1,
+                      pool_options=PoolOptions(respawn_backoff_s=(0.5,)))
+    pool.load()
+    speech = load16k("jfk.wav")
+
+    async def go():
+        await pool.start()
+        try:
+            ok = await pool.decode(DecodeRequest(1, speech, 0.0, session="a"))
+            assert "country" in ok.text and pool.health() is None
+            shutil.move(str(model), str(tmp_path / "moved"))
+            os.kill(pool.worker_pids[0], signal.SIGKILL)
+            with pytest.raises(NoWorkerError):
+                await asyncio.wait_for(pool.decode(DecodeRequest(2, speech, 0.0, session="a")),
+                                       120)
+            for _ in range(600):
+                if pool._workers[0].state is WorkerState.FAILED:
+                    break
+                await asyncio.sleep(0.1)
+            reason = pool.health()
+            assert reason is not None and "failed to start" in reason, reason
+            with pytest.raises(NoWorkerError):
+                await pool.decode(DecodeRequest(3, speech, 0.0, session="b"))
+            assert not any(t.done() for t in pool._tasks)
+            shutil.move(str(tmp_path / "moved"), str(model))
+            for _ in range(1200):
+                if pool.health() is None:
+                    break
+                await asyncio.sleep(0.1)
+            assert pool.health() is None
+            again = await asyncio.wait_for(
+                pool.decode(DecodeRequest(4, speech, 0.0, session="b")), 120)
+            assert "country" in again.text
+        finally:
+            await pool.stop()
+
+    run(go())
