@@ -1,0 +1,157 @@
+"""The overlay's and the viewer page's reconnect rules, against a scripted server: Playwright
+stands in for the WebSocket server so each case (a refusal, a drop, a replay, a new speaker) is
+exact and fast. The same rules against the real server: tests/test_browser_edges.py."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from browser_support import launch, wait_for
+
+pytestmark = pytest.mark.timeout(120)
+
+WEB = Path(__file__).resolve().parent.parent / "web"
+ORIGIN = "http://follow.test"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with launch() as b:
+        yield b
+
+
+def final(seg: int, text: str) -> str:
+    return json.dumps({"type": "final", "segment": seg, "text": text, "start": seg, "end": seg + 1,
+                       "words": [], "eou": True})
+
+
+def partial(seg: int, text: str) -> str:
+    return json.dumps({"type": "partial", "segment": seg, "text": text, "start": seg,
+                       "end": seg + 1})
+
+
+def error(code: str) -> str:
+    return json.dumps({"type": "error", "code": code, "message": f"{code} message"})
+
+
+CLOSED = json.dumps({"type": "closed", "reason": "client_close", "audio_seconds": 1.0})
+
+
+class Scripted:
+    """The server side of each viewer connection, in order: ``scripts[i]`` is a list of text
+    messages for connection i, then ("close", code) to close it, else it stays open."""
+
+    def __init__(self, page, scripts: list[list]) -> None:  # type: ignore[no-untyped-def]
+        self.scripts, self.routes = scripts, []
+        page.route_web_socket(re.compile(r".*/events.*"), self._handle)
+
+    def _handle(self, ws) -> None:  # type: ignore[no-untyped-def]
+        i = len(self.routes)
+        self.routes.append(ws)
+        for step in self.scripts[i] if i < len(self.scripts) else []:
+            if isinstance(step, tuple):
+                ws.close(code=step[1], reason="scripted")
+            else:
+                ws.send(step)
+
+    def send(self, msg: str) -> None:
+        self.routes[-1].send(msg)
+
+    def close(self, code: int) -> None:
+        self.routes[-1].close(code=code, reason="scripted")
+
+
+def open_page(browser, path: str, scripts: list[list]):  # type: ignore[no-untyped-def]
+    page = browser.new_page()
+
+    def serve(route):  # type: ignore[no-untyped-def]
+        url = route.request.url.removeprefix(ORIGIN)
+        name = url.split("?")[0].lstrip("/") or "index.html"
+        name = {"overlay": "overlay.html"}.get(name, name)
+        kind = "text/html" if name.endswith(".html") else (
+            "text/css" if name.endswith(".css") else "text/javascript")
+        route.fulfill(path=str(WEB / name), content_type=kind)
+
+    page.route(ORIGIN + "/**", serve)
+    server = Scripted(page, scripts)
+    page.goto(ORIGIN + path)
+    return page, server
+
+
+def test_overlay_waits_for_the_session_and_follows_it(browser):
+    page, server = open_page(browser, "/overlay?session=s&fade=0&lines=5&width=200", [
+        [error("unknown_session"), ("close", 1008)],  # set up before the stream starts
+        [final(0, "one."), final(1, "two."), CLOSED],  # a speaker came and went
+    ])
+    text = lambda: page.inner_text("[data-testid=overlay]")
+    assert text() == "", "nothing shows while it waits (it is on a stream)"
+    wait_for(lambda: text() == "one. two.", 15, "the first speaker's finals", page=page)
+    # the socket stays open after `closed`: the next speaker continues the numbering
+    server.send(partial(2, "three"))
+    wait_for(lambda: text() == "one. two. three", 5, "the next speaker's partial", page=page)
+    server.send(final(2, "three."))
+    # a drop, even a clean 1000: it reconnects; the replay shows nothing twice
+    server.scripts.append([final(0, "one."), final(1, "two."), final(2, "three.")])
+    server.close(1000)
+    wait_for(lambda: len(server.routes) == 3, 10, "a reconnect after 1000", page=page)
+    page.wait_for_timeout(300)
+    assert text() == "one. two. three."
+    server.send(final(3, "four."))
+    wait_for(lambda: text() == "one. two. three. four.", 5, "live finals after it", page=page)
+    page.close()
+
+
+def test_overlay_starts_over_when_the_numbering_does(browser):
+    """A server restart loses the channel; a speaker who comes back starts from segment 0."""
+    page, server = open_page(browser, "/overlay?session=s&fade=0&lines=5&width=200", [
+        [final(0, "old."), final(1, "old two.")],
+    ])
+    text = lambda: page.inner_text("[data-testid=overlay]")
+    wait_for(lambda: text() == "old. old two.", 10, "the first finals", page=page)
+    server.scripts.append([partial(0, "new")])
+    server.close(1001)
+    wait_for(lambda: len(server.routes) == 2, 10, "a reconnect", page=page)
+    server.send(final(0, "new."))
+    wait_for(lambda: text().endswith("new."), 5, "the new speaker's first final", page=page)
+    page.close()
+
+
+@pytest.mark.parametrize("code", ["unauthorized", "bad_session"])
+def test_overlay_stops_on_a_wrong_token_or_id(browser, code):
+    page, server = open_page(browser, "/overlay?session=s", [[error(code), ("close", 1008)]])
+    wait_for(lambda: len(server.routes) == 1, 10, "the first connection", page=page)
+    page.wait_for_timeout(4000)  # it would retry within 1 s, an unknown session within 3 s
+    assert len(server.routes) == 1
+    page.close()
+
+
+def test_viewer_page_says_the_speaker_stopped_and_shows_the_next(browser):
+    page, server = open_page(browser, "/?view=s", [[final(0, "one."), CLOSED]])
+    finals = lambda: page.inner_text("[data-testid=finals]")
+    wait_for(lambda: "speaker stopped" == page.inner_text("[data-testid=status]"), 10,
+             "the page to say the speaker stopped", page=page)
+    assert finals().split() == ["one."]
+    server.send(final(1, "two."))
+    wait_for(lambda: finals().split() == ["one.", "two."], 5, "the next speaker", page=page)
+    assert page.inner_text("[data-testid=status]") == "watching"
+    server.scripts.append([final(0, "one."), final(1, "two.")])
+    server.close(1000)
+    wait_for(lambda: len(server.routes) == 2, 10, "a reconnect after 1000", page=page)
+    server.send(final(2, "three."))
+    wait_for(lambda: finals().split() == ["one.", "two.", "three."], 5,
+             "new finals, and the replay not repeated", page=page)
+    page.close()
+
+
+def test_viewer_page_gives_up_after_bounded_drops(browser):
+    page, server = open_page(browser, "/?view=s", [[final(0, "one.")]] + [[("close", 1001)]] * 20)
+    wait_for(lambda: len(server.routes) == 1, 10, "the first connection", page=page)
+    server.close(1001)
+    wait_for(lambda: page.inner_text("[data-testid=status]") == "disconnected", 60,
+             "the page to give up", page=page)
+    assert len(server.routes) == 1 + 8, "eight tries after the drop, then it says so"
+    assert "Reload" in page.inner_text("[data-testid=message]")
+    page.close()
