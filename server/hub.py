@@ -1,15 +1,23 @@
-"""Published sessions: their transcripts and their viewers.
+"""Published sessions as channels: their transcripts and their viewers.
 
 The speaker's connection publishes every caption event here; viewers and transcript downloads
 read from here, never from the speaker's connection, so a slow or dead viewer can never slow the
 speaker. Each viewer has its own outbox: finals always queue; a newer partial replaces an unsent
 one (a viewer that can't keep up loses partials, not finals); a viewer whose outbox overflows
 with finals is dropped.
+
+A session id is a channel. One speaker at a time is live on it; when that speaker has ended (its
+last final published), the next speaker under the same id continues the same transcript:
+segment numbers go on from the channel's count, and times go on from where the earlier
+speakers' audio ended (the channel's clock is the sum of its speakers' audio). Viewers follow the
+channel, not a speaker: they get each speaker's ``closed`` and stay subscribed until the channel
+expires (``retention_s`` after its last speaker ended) or the server shuts down.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import secrets
 import time
 from collections import deque
@@ -24,12 +32,14 @@ __all__ = ["Hub", "Outbox", "Transcript"]
 class Outbox:
     """Messages waiting for one slow or fast peer (a viewer, or the speaker itself). The
     transport awaits :meth:`next` and writes what it returns; ``None`` means the stream ended
-    (after ``closed`` was delivered) or the peer was dropped for not reading."""
+    (after ``closed`` was delivered, or :meth:`finish`) or the peer was dropped for not reading.
+    ``follow`` outboxes (viewers) do not end at ``closed``: a channel's next speaker follows."""
 
-    def __init__(self, max_pending: int = 512) -> None:
+    def __init__(self, max_pending: int = 512, follow: bool = False) -> None:
         self._q: deque[Message] = deque()
         self._event = asyncio.Event()
         self.max_pending = max_pending
+        self.follow = follow
         self.dropped = False
         self.done = False
         self.partials_skipped = 0
@@ -46,7 +56,7 @@ class Outbox:
         if len(self._q) > self.max_pending:
             self.dropped = True  # it stopped reading; let it go
             self._q.clear()
-        if isinstance(msg, Closed):
+        if isinstance(msg, Closed) and not self.follow:
             self.done = True
         self._event.set()
 
@@ -58,6 +68,11 @@ class Outbox:
             await self._event.wait()
         return self._q.popleft()
 
+    def finish(self) -> None:
+        """No more messages: :meth:`next` returns what is queued, then ``None``."""
+        self.done = True
+        self._event.set()
+
     def drop(self) -> None:
         self.dropped = True
         self._event.set()
@@ -65,6 +80,10 @@ class Outbox:
 
 @dataclass
 class Transcript:
+    """One channel: its finals (on the channel's clock), the live partial, and its viewers.
+    ``offset`` is where the live speaker's stream time 0 falls on the channel's clock;
+    ``audio_seconds`` is the audio of the speakers that have ended."""
+
     session: str
     finals: list[Final] = field(default_factory=list)
     partial: Partial | None = None
@@ -72,15 +91,30 @@ class Transcript:
     closed: Closed | None = None
     ended_at: float | None = None
     viewers: set[Outbox] = field(default_factory=set)
+    offset: float = 0.0
+    audio_seconds: float = 0.0
+    speakers: int = 1
 
     @property
     def text(self) -> str:
         return " ".join(f.text for f in self.finals)
 
 
+def _on_channel_clock(msg: Message, offset: float) -> Message:
+    """A speaker's event with its times moved onto the channel's clock."""
+    if not offset or not isinstance(msg, (Final, Partial)):
+        return msg
+    if isinstance(msg, Final):
+        words = tuple(dataclasses.replace(w, start=w.start + offset, end=w.end + offset)
+                      for w in msg.words)
+        return dataclasses.replace(msg, start=msg.start + offset, end=msg.end + offset,
+                                   words=words)
+    return dataclasses.replace(msg, start=msg.start + offset, end=msg.end + offset)
+
+
 class Hub:
-    """Session ids, transcripts and viewers. ``retention_s`` is how long an ended session's
-    transcript stays readable; ``max_viewers`` caps viewers per session."""
+    """Channels, their transcripts and viewers. ``retention_s`` is how long an ended channel
+    stays readable (and its viewers connected); ``max_viewers`` caps viewers per channel."""
 
     def __init__(self, retention_s: float = 3600.0, max_viewers: int = 100) -> None:
         self.retention_s = retention_s
@@ -88,16 +122,25 @@ class Hub:
         self._sessions: dict[str, Transcript] = {}
 
     def open(self, session: str | None) -> Transcript:
-        """Register a speaking session; a live id cannot be taken twice."""
+        """Register a speaker: a new channel, or the next speaker of an ended one (its
+        transcript goes on). Raises ``session_taken`` while the id has a live speaker, which
+        includes the time that speaker's last words are still being decoded."""
         self.expire()
         sid = session or secrets.token_urlsafe(12)
-        old = self._sessions.get(sid)
-        if old is not None and old.live:
+        t = self._sessions.get(sid)
+        if t is None:
+            t = self._sessions[sid] = Transcript(sid)
+            return t
+        if t.live:
             raise ClientError("session_taken", f"session {sid!r} is already live")
-        t = self._sessions[sid] = Transcript(sid)
+        t.live, t.closed, t.ended_at, t.partial = True, None, None, None
+        t.offset = t.audio_seconds
+        t.speakers += 1
         return t
 
     def publish(self, t: Transcript, msg: Message) -> None:
+        """Record a speaker's event (times in its own stream) and send it to the viewers."""
+        msg = _on_channel_clock(msg, t.offset)
         if isinstance(msg, Final):
             t.finals.append(msg)
             t.partial = None
@@ -112,31 +155,39 @@ class Hub:
             if v.dropped:
                 t.viewers.discard(v)
 
-    def end(self, t: Transcript) -> None:
+    def end(self, t: Transcript, audio_seconds: float = 0.0) -> None:
+        """The live speaker is done (after its last final was published); the channel's clock
+        moves on by its ``audio_seconds``; the channel expires ``retention_s`` from now."""
         t.live = False
+        t.audio_seconds = t.offset + audio_seconds
         t.ended_at = time.monotonic()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop (a unit test): expiry happens lazily on the next lookup
+        loop.call_later(self.retention_s + 0.05, self.expire)
 
     def get(self, session: str) -> Transcript | None:
         self.expire()
         return self._sessions.get(session)
 
     def watch(self, session: str) -> Outbox:
-        """A new viewer of ``session``, primed with the finals so far (and the live partial),
-        or ``closed`` at the end if the session is over."""
+        """A new viewer of channel ``session``, primed with the finals so far, then the live
+        partial, or the last ``closed`` if no speaker is live now."""
         t = self.get(session)
         if t is None:
             raise ClientError("unknown_session", f"no session {session!r}")
         if len(t.viewers) >= self.max_viewers:
-            raise ClientError("too_many_viewers", f"session {session!r} has {self.max_viewers} viewers")
-        v = Outbox(max_pending=max(512, 2 * len(t.finals) + 64))
+            raise ClientError("too_many_viewers",
+                              f"session {session!r} has {self.max_viewers} viewers")
+        v = Outbox(max_pending=max(512, 2 * len(t.finals) + 64), follow=True)
         for f in t.finals:
             v.put(f)
         if t.partial is not None:
             v.put(t.partial)
         if t.closed is not None:
             v.put(t.closed)
-        else:
-            t.viewers.add(v)
+        t.viewers.add(v)
         return v
 
     def unwatch(self, session: str, v: Outbox) -> None:
@@ -145,13 +196,21 @@ class Hub:
             t.viewers.discard(v)
 
     def expire(self) -> None:
+        """Forget channels ended more than ``retention_s`` ago; their viewers are finished."""
         now = time.monotonic()
         for sid in [
             s
             for s, t in self._sessions.items()
             if not t.live and t.ended_at is not None and now - t.ended_at > self.retention_s
         ]:
-            del self._sessions[sid]
+            for v in self._sessions.pop(sid).viewers:
+                v.finish()
+
+    def finish_viewers(self) -> None:
+        """Server shutdown: every viewer gets what is queued for it, then its socket closes."""
+        for t in self._sessions.values():
+            for v in t.viewers:
+                v.finish()
 
     @property
     def viewer_count(self) -> int:

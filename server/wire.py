@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Mapping, Union
+import re
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, ClassVar
 
 from .errors import ProtocolError
 
@@ -33,6 +35,7 @@ __all__ = [
     "Word",
     "decode",
     "encode",
+    "valid_session_id",
 ]
 
 MIN_SAMPLE_RATE = 8000
@@ -40,6 +43,14 @@ MAX_SAMPLE_RATE = 48000
 ENCODINGS = ("pcm_s16le", "pcm_f32le")
 TASKS = ("transcribe", "translate")
 BYTES_PER_SAMPLE = {"pcm_s16le": 2, "pcm_f32le": 4}
+# ASCII only (the id goes into file names and Content-Disposition headers), never only dots
+# ("." and ".." are path segments)
+SESSION_ID = re.compile(r"(?!\.+\Z)[A-Za-z0-9._-]{1,64}\Z")
+_TIMES = ("start", "end", "audio_seconds", "lag", "backlog")
+
+
+def valid_session_id(session: str) -> bool:
+    return SESSION_ID.match(session) is not None
 
 
 def _t(x: float) -> float:
@@ -81,7 +92,9 @@ class _Message:
         out: dict[str, Any] = {"type": self.type}
         for f in fields(self):  # type: ignore[arg-type]
             v = getattr(self, f.name)
-            if f.name in ("start", "end", "audio_seconds", "lag"):
+            if v is None:
+                continue  # optional fields are omitted when unset
+            if f.name in _TIMES:
                 v = _t(v)
             elif f.name == "words":
                 v = [w.to_json() for w in v]
@@ -105,12 +118,16 @@ class Close(_Message):
 
 @dataclass(frozen=True)
 class Ready(_Message):
+    """First message to a speaker. ``view_token`` (only when auth is on) lets viewers, the
+    overlay and downloads see this session's channel, and nothing else."""
+
     type: ClassVar[str] = "ready"
     session: str
     model: str
     device: str
     compute_type: str
     sample_rate: int
+    view_token: str | None = None
 
 
 @dataclass(frozen=True)
@@ -147,11 +164,13 @@ class Error(_Message):
 @dataclass(frozen=True)
 class Status(_Message):
     """Periodic health of a speaking session: ``lag`` is speech received but not yet final
-    (seconds); it stays bounded under overload, where captions get coarser instead of later."""
+    (seconds); it stays bounded under overload, where captions get coarser instead of later.
+    ``backlog`` is the part of it not yet sent to the decoder at all (seconds)."""
 
     type: ClassVar[str] = "status"
     audio_seconds: float
     lag: float
+    backlog: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -161,7 +180,7 @@ class Closed(_Message):
     audio_seconds: float
 
 
-Message = Union[Finalize, Close, Ready, Partial, Final, Error, Status, Closed]
+Message = Finalize | Close | Ready | Partial | Final | Error | Status | Closed
 _BY_TYPE: dict[str, type] = {
     c.type: c for c in (Finalize, Close, Ready, Partial, Final, Error, Status, Closed)
 }
@@ -195,6 +214,8 @@ def decode(text: str | bytes, *, allowed: tuple[str, ...] | None = None) -> Mess
         d = json.loads(text)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError("bad_json", f"message is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ProtocolError("bad_json", "message is nested too deeply") from None
     if not isinstance(d, dict):
         raise ProtocolError("bad_message", "message must be a JSON object")
     kind = d.get("type")
@@ -210,10 +231,15 @@ def decode(text: str | bytes, *, allowed: tuple[str, ...] | None = None) -> Mess
             kwargs["words"] = tuple(Word.from_json(w) for w in raw)
         elif f.name == "eou":
             kwargs["eou"] = bool(d.get("eou", False))
+        elif f.default is not MISSING and d.get(f.name) is None:
+            kwargs[f.name] = f.default  # optional, and absent
         else:
-            typ = {"int": int, "float": float, "str": str}[str(f.type)]
+            typ = {"int": int, "float": float, "str": str}[str(f.type).split(" |")[0]]
             kwargs[f.name] = _req(d, f.name, typ)
     return cls(**kwargs)
+
+
+BAD_SESSION = "a session id is 1 to 64 of A-Z a-z 0-9 . _ - (not only dots)"
 
 
 @dataclass(frozen=True)
@@ -253,10 +279,8 @@ class ListenParams:
         if lang is not None and not (lang == "auto" or (lang.isalpha() and 2 <= len(lang) <= 3)):
             raise ProtocolError("bad_language", f"unsupported language {lang!r}")
         session = q.get("session") or None
-        if session is not None and not (
-            len(session) <= 64 and all(c.isalnum() or c in "-_." for c in session)
-        ):
-            raise ProtocolError("bad_session", "session id: up to 64 of [A-Za-z0-9-_.]")
+        if session is not None and not valid_session_id(session):
+            raise ProtocolError("bad_session", BAD_SESSION)
         prompt = q.get("prompt") or None
         if prompt is not None and len(prompt) > 1000:
             raise ProtocolError("bad_prompt", "prompt is limited to 1000 characters")

@@ -8,13 +8,12 @@ import json
 import httpx
 import numpy as np
 import pytest
-
 from conftest import LiveServer, load16k, run
-from whisperwire.client.captions import watch
+from viewing import view
 from whisperwire.client.stream import paced, stream_chunks
 from whisperwire.server import wire
 from whisperwire.server.app import ServerConfig
-from whisperwire.server.auth import AuthConfig, load_token_file
+from whisperwire.server.auth import load_token_file
 
 pytestmark = pytest.mark.e2e
 
@@ -82,7 +81,7 @@ def test_tokens_for_speaking_and_viewing(engine, tmp_path):
     tf = tmp_path / "tokens"
     tf.write_text("# tokens\nspeak s3cret\nview look\n")
     auth = load_token_file(tf)
-    assert auth == AuthConfig(("s3cret",), ("look",))
+    assert (auth.speak_tokens, auth.view_tokens) == (("s3cret",), ("look",))
     with LiveServer(ServerConfig(auth=auth), engine) as srv:
         msgs, code = run(first_and_close(srv.url + "/v1/listen"))
         assert msgs[0].code == "unauthorized" and code == 1008
@@ -106,9 +105,9 @@ def test_tokens_for_speaking_and_viewing(engine, tmp_path):
         assert any(isinstance(m, wire.Final) for m in msgs)
         del params
         # viewing and transcripts need a view (or speak) token
-        denied = run(watch(srv.url, "auth1", lambda m: None))
-        assert denied[0].code == "unauthorized"
-        ok = run(watch(srv.url, "auth1", lambda m: None, token="look"))
+        denied, code = run(view(srv.url, "auth1"))
+        assert denied[0].code == "unauthorized" and code == 1008
+        ok, _ = run(view(srv.url, "auth1", token="look"))
         assert any(isinstance(m, wire.Final) for m in ok)
         base = f"{srv.http}/v1/sessions/auth1/transcript.txt"
         assert httpx.get(base).status_code == 401
@@ -215,14 +214,37 @@ def test_outbox_coalesces_partials_keeps_finals_and_drops_a_stuck_peer():
     assert o.dropped and run(o.next()) is None
 
 
+def _scrape(server) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    text = httpx.get(server.http + "/metrics").text
+    return {ln.rsplit(" ", 1)[0]: float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines()
+            if ln.startswith("whisperwire_")}
+
+
 def test_metrics_count_sessions_audio_and_errors(live_server):
+    """Deltas across one session: the shared server has served other tests' sessions before."""
+    import websockets
+
+    before = _scrape(live_server)
     params = wire.ListenParams()
     run(stream_chunks(live_server.url, paced(s16(load16k("jfk.wav")), params, 0), params))
-    text = httpx.get(live_server.http + "/metrics").text
-    vals = {ln.rsplit(" ", 1)[0]: float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines()
-            if ln.startswith("whisperwire_")}
-    assert vals["whisperwire_audio_in_seconds_total"] >= 10.99
-    assert vals["whisperwire_decode_batch_size_count"] >= 1
-    assert vals['whisperwire_decode_stage_seconds_total{stage="encode"}'] > 0
-    assert vals["whisperwire_final_lag_seconds_count"] >= 1
-    assert "whisperwire_sessions" in vals and "whisperwire_viewers" in vals
+
+    async def bad_json():
+        async with websockets.connect(live_server.url + "/v1/listen") as ws:
+            await ws.recv()
+            await ws.send("{nope")
+            await ws.send(json.dumps({"type": "close"}))
+            return [m async for m in ws]
+
+    run(bad_json())
+    after = _scrape(live_server)
+
+    def delta(key: str) -> float:
+        return after.get(key, 0.0) - before.get(key, 0.0)
+
+    assert delta("whisperwire_audio_in_seconds_total") == pytest.approx(11.0, abs=0.01)
+    assert delta("whisperwire_decode_batch_size_count") >= 1
+    assert delta('whisperwire_decode_stage_seconds_total{stage="encode"}') > 0
+    assert delta("whisperwire_final_lag_seconds_count") >= 1
+    assert delta('whisperwire_errors_total{code="bad_json"}') == 1
+    assert after["whisperwire_sessions"] == 0
+    assert "whisperwire_viewers" in after

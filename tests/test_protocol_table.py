@@ -9,7 +9,6 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import load16k, references, run
 from whisperwire.client.stream import paced, stream_chunks
 from whisperwire.server import wire
@@ -43,6 +42,8 @@ CASES = [
     ("?encoding=pcm_f32le", [np.array([0.1, np.nan], "<f4").tobytes()], ["bad_audio"], True),
     ("?encoding=pcm_f32le", [np.array([np.inf] * 4, "<f4").tobytes()], ["bad_audio"], True),
     ("?encoding=pcm_f32le", [b"\x00" * 6], ["bad_audio"], True),
+    ("", ["[" * 1000 + "]" * 1000], ["bad_json"], True),  # nesting, never a RecursionError
+    ("", ['{"a":' * 600 + "1" + "}" * 600], ["bad_json"], True),
     ("", ["x" * 5000], ["message_too_large"], True),
     ("", [b"\x00" * (1 << 20) + b"\x00\x00"], ["message_too_large"], True),
     ("", [b""], [], True),  # an empty frame is nothing, not an error

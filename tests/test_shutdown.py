@@ -11,7 +11,6 @@ import time
 
 import httpx
 import pytest
-
 from conftest import load16k, run
 from whisperwire.server import wire
 from whisperwire.server.wer import normalize
@@ -26,7 +25,7 @@ def test_sigterm_finalises_open_sessions(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen([sys.executable, "-m", "whisperwire.server", "serve", "--port",
-                             str(port), "--log-level", "info"], stderr=subprocess.PIPE, text=True)
+                             str(port), "--log-level", "info", "--token", "s3cret"], stderr=subprocess.PIPE, text=True)
     try:
         for _ in range(300):
             try:
@@ -40,7 +39,8 @@ def test_sigterm_finalises_open_sessions(tmp_path):
         async def go():
             import websockets
 
-            async with websockets.connect(f"ws://127.0.0.1:{port}/v1/listen") as ws:
+            # the token in the query, as browsers send it: the line uvicorn logs holds it
+            async with websockets.connect(f"ws://127.0.0.1:{port}/v1/listen?token=s3cret") as ws:
                 await ws.recv()
                 await ws.send(pcm)  # the whole sentence, then no close from us
                 await asyncio.sleep(0.5)
@@ -59,4 +59,5 @@ def test_sigterm_finalises_open_sessions(tmp_path):
     assert code == 1000
     log = proc.stderr.read()
     assert "event=drained sessions=1 left=0" in log
+    assert "/v1/listen" in log, "the accept line is logged, with the token redacted"
     assert "s3cret" not in log

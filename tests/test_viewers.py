@@ -4,17 +4,15 @@ speech."""
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 import sys
 
 import httpx
 import numpy as np
 import pytest
-
 from conftest import SPEECH, load16k, references, run
 from subtitle_check import check_cues
-from whisperwire.client.captions import watch
+from viewing import view
 from whisperwire.client.stream import paced, stream_chunks
 from whisperwire.server import wire
 from whisperwire.server.wer import wer
@@ -44,7 +42,7 @@ def test_viewers_get_the_same_finals_and_a_slow_one_holds_nobody_up(live_server)
                 break
             await asyncio.sleep(0.05)
         assert t is not None
-        viewers = [asyncio.create_task(watch(live_server.url, sid, lambda m: None)) for _ in range(4)]
+        viewers = [asyncio.create_task(view(live_server.url, sid)) for _ in range(4)]
         # a viewer that connects and never reads a byte
         stuck = await websockets.connect(f"{live_server.url}/v1/sessions/{sid}/events",
                                          max_queue=1)
@@ -56,7 +54,8 @@ def test_viewers_get_the_same_finals_and_a_slow_one_holds_nobody_up(live_server)
     res, seen = run(go())
     speaker_finals = [(f.segment, f.text) for f in res.finals]
     assert wer(references()["jfk.wav"] + " " + references()["LJ001-0001.wav"], res.text) < 0.1
-    for msgs in seen:
+    for msgs, code in seen:
+        assert code is None, "a viewer stays subscribed after the speaker ends"
         finals = [(m.segment, m.text) for m in msgs if isinstance(m, wire.Final)]
         assert finals == speaker_finals  # every final, in order, none lost
         assert isinstance(msgs[-1], wire.Closed)
@@ -65,14 +64,15 @@ def test_viewers_get_the_same_finals_and_a_slow_one_holds_nobody_up(live_server)
 def test_late_viewer_gets_the_transcript_then_closed(live_server):
     params = wire.ListenParams(session="late")
     res = run(stream_chunks(live_server.url, paced(s16(load16k("jfk.wav")), params, 0), params))
-    msgs = run(watch(live_server.url, "late", lambda m: None))
+    msgs, _ = run(view(live_server.url, "late"))
     assert [m.text for m in msgs if isinstance(m, wire.Final)] == [f.text for f in res.finals]
     assert isinstance(msgs[-1], wire.Closed)
 
 
 def test_unknown_session_viewer_gets_error(live_server):
-    msgs = run(watch(live_server.url, "nobody-here", lambda m: None))
+    msgs, code = run(view(live_server.url, "nobody-here"))
     assert isinstance(msgs[0], wire.Error) and msgs[0].code == "unknown_session"
+    assert code == 1008
 
 
 def test_transcript_endpoints_on_real_speech(live_server):

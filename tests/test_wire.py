@@ -7,7 +7,6 @@ import json
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from whisperwire.server import wire
 from whisperwire.server.errors import ProtocolError
 
@@ -15,6 +14,8 @@ MESSAGES = [
     wire.Finalize(),
     wire.Close(),
     wire.Ready("abc", "tiny.en", "cpu", "int8", 16000),
+    wire.Ready("abc", "tiny.en", "cpu", "int8", 16000, view_token="v1.abc"),
+    wire.Status(12.5, 1.25, 0.5),
     wire.Partial(3, "hello wor", 1.25, 2.5),
     wire.Final(4, "hello world", 1.0, 2.0, (wire.Word(" hello", 1.0, 1.5, 0.9),
                                            wire.Word(" world", 1.5, 2.0, 0.8)), True),
@@ -31,7 +32,7 @@ def test_round_trip(msg):
 
 
 def test_final_json_form_is_documented_shape():
-    d = json.loads(wire.encode(MESSAGES[4]))
+    d = json.loads(wire.encode(next(m for m in MESSAGES if isinstance(m, wire.Final))))
     assert d == {
         "type": "final", "segment": 4, "text": "hello world", "start": 1.0, "end": 2.0,
         "words": [{"word": " hello", "start": 1.0, "end": 1.5, "probability": 0.9},
@@ -53,6 +54,10 @@ def test_final_json_form_is_documented_shape():
         ('{"type": "final", "segment": 1, "text": "", "start": 0, "end": 0, "words": 3}',
          "bad_message"),
         ('{"type": "ready"}', "bad_message"),
+        ("[" * 1000 + "]" * 1000, "bad_json"),
+        ('{"a":' * 5000 + "1" + "}" * 5000, "bad_json"),
+        ('{"type":"ready","session":"x","model":"m","device":"d","compute_type":"c",'
+         '"sample_rate":16000,"view_token":5}', "bad_message"),
     ],
 )
 def test_malformed(text, code):
@@ -85,6 +90,12 @@ def test_decode_never_raises_anything_else(text):
         ({"task": "summarise"}, "bad_task"),
         ({"language": "english!"}, "bad_language"),
         ({"session": "a b"}, "bad_session"),
+        ({"session": "会議"}, "bad_session"),
+        ({"session": "x\u0660"}, "bad_session"),  # a Unicode digit
+        ({"session": "."}, "bad_session"),
+        ({"session": ".."}, "bad_session"),
+        ({"session": "a" * 65}, "bad_session"),
+        ({"session": "a/b"}, "bad_session"),
         ({"prompt": "x" * 1001}, "bad_prompt"),
     ],
 )
@@ -92,6 +103,18 @@ def test_listen_params_rejected(query, code):
     with pytest.raises(ProtocolError) as e:
         wire.ListenParams.from_query(query)
     assert e.value.code == code
+
+
+def test_optional_fields_are_omitted_when_unset():
+    d = json.loads(wire.encode(wire.Ready("s", "m", "cpu", "int8", 16000)))
+    assert "view_token" not in d
+    assert json.loads(wire.encode(wire.Status(1.0, 0.5, 0.25))) == {
+        "type": "status", "audio_seconds": 1.0, "lag": 0.5, "backlog": 0.25}
+
+
+@pytest.mark.parametrize("sid", ["a", "A.b-c_9", "...a", "x" * 64])
+def test_session_ids_accepted(sid):
+    assert wire.ListenParams.from_query({"session": sid}).session == sid
 
 
 def test_listen_params_defaults_and_round_trip():

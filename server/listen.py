@@ -1,0 +1,310 @@
+"""One speaker's WebSocket: binary audio and JSON control in, caption events out.
+
+The connection feeds a :class:`~.session.StreamSession`, asks the engine for the decodes it
+has due, publishes every caption event to the channel (:mod:`.hub`) and writes them to the
+speaker through an outbox, so a speaker that stops reading never blocks decoding. Whatever ends
+the stream (``close``, a hang-up, a timeout, shutdown), what was heard is still decoded and
+finalised into the transcript.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from . import wire
+from .audio import Resampler, pcm_to_float
+from .errors import ClientError
+from .hub import Hub, Outbox, Transcript
+from .metrics import Metrics
+from .session import StreamSession
+from .vad import VadSegmenter, webrtc_classifier
+
+if TYPE_CHECKING:
+    from .app import ServerConfig
+
+__all__ = ["ListenConnection", "Phase"]
+
+log = logging.getLogger("whisperwire.server")
+
+MAX_DECODE_FAILURES = 3  # in a row; then the session ends with decode_failed (1011)
+
+
+class Phase(enum.Enum):
+    """Where a speaker's connection is: whether input is still taken, and whether the peer
+    still gets events (it may hang up or stop reading before its input ends)."""
+
+    LISTENING = "listening"  # taking audio; events are written to the speaker
+    UNHEARD = "unheard"  # still taking audio, but the peer is gone or not reading
+    FINISHING = "finishing"  # no more input; decoding the rest, events still written
+    DETACHED = "detached"  # no more input, peer gone: decoding the rest for the channel
+    CLOSED = "closed"  # ``closed`` published, socket closed
+
+    @property
+    def writes(self) -> bool:
+        return self in (Phase.LISTENING, Phase.FINISHING)
+
+    @property
+    def input_over(self) -> bool:
+        return self in (Phase.FINISHING, Phase.DETACHED, Phase.CLOSED)
+
+
+class ListenConnection:
+    """Create, then ``await run()``; :meth:`shutdown` (from anywhere on the loop) makes it
+    finish like a ``close``."""
+
+    def __init__(self, ws: WebSocket, params: wire.ListenParams, engine: Any, hub: Hub,
+                 transcript: Transcript, config: ServerConfig, metrics: Metrics) -> None:
+        self.ws, self.params, self.engine, self.hub = ws, params, engine, hub
+        self.metrics = metrics
+        self.transcript = transcript
+        self.config = config
+        self.sid = transcript.session
+        self.session = StreamSession(
+            config.stream,
+            VadSegmenter(config.vad, webrtc_classifier(config.vad.aggressiveness)),
+            language=params.language,
+            task=params.task,
+            prompt=params.prompt,
+            name=transcript.session,
+        )
+        self.session.segment = len(transcript.finals)  # a channel's numbering goes on
+        self.resampler = Resampler(params.sample_rate)
+        self.phase = Phase.LISTENING
+        self.decode_failed = False
+        self.wake = asyncio.Event()
+        self.stop_reading = asyncio.Event()
+        self.stop_reason = "server_shutdown"
+        self.outbox = Outbox(config.max_pending_messages)
+        self._errors: deque[float] = deque()
+        self._t0 = time.monotonic()
+
+    def shutdown(self, reason: str = "server_shutdown") -> None:
+        """Stop taking audio and finish like a ``close``: the last words still come."""
+        if not self.stop_reading.is_set():
+            self.stop_reason = reason
+            self.stop_reading.set()
+
+    def _detach(self) -> None:
+        """The peer is gone or not reading: stop writing, keep decoding for the channel."""
+        if self.phase is Phase.LISTENING:
+            self.phase = Phase.UNHEARD
+        elif self.phase is Phase.FINISHING:
+            self.phase = Phase.DETACHED
+
+    # -- the whole life --------------------------------------------------------------------
+    async def run(self) -> None:
+        log.info("session=%s event=open sample_rate=%d encoding=%s language=%s speaker=%d",
+                 self.sid, self.params.sample_rate, self.params.encoding, self.params.language,
+                 self.transcript.speakers)
+        auth = self.config.auth
+        self.send(wire.Ready(self.sid, self.engine.model_name, self.engine.device,
+                             self.engine.compute_type, self.params.sample_rate,
+                             view_token=auth.view_token(self.sid) if auth.enabled else None))
+        writer = asyncio.create_task(self._write())
+        pump = asyncio.create_task(self._pump())
+        ticker = asyncio.create_task(self._status())
+        reason = "disconnected"
+        try:
+            reason = await self._read()
+        finally:
+            await self._finish(reason, writer, pump, ticker)
+
+    async def _finish(self, reason: str, writer: asyncio.Task, pump: asyncio.Task,
+                      ticker: asyncio.Task) -> None:
+        """Every end of stream flushes: the last words become finals, then ``closed``."""
+        self.phase = Phase.FINISHING if self.phase is Phase.LISTENING else Phase.DETACHED
+        if not self.decode_failed:  # the session abandoned its audio: nothing more to add
+            self.session.feed_audio(self.resampler.flush())
+            self.session.finish()
+        self.wake.set()
+        try:
+            await pump
+        finally:
+            ticker.cancel()
+            if self.decode_failed:
+                reason = "decode_failed"
+            closed = wire.Closed(reason, self.session.audio_seconds)
+            self.hub.publish(self.transcript, closed)
+            self.hub.end(self.transcript, self.session.audio_seconds)
+            self.send(closed)
+            await writer
+            if self.phase.writes:
+                code = 1011 if self.decode_failed else 1000
+                with contextlib.suppress(Exception):  # the peer may be gone already
+                    await asyncio.wait_for(self.ws.close(code), self.config.send_timeout_s)
+            self.phase = Phase.CLOSED
+            log.info("session=%s event=closed reason=%s audio_s=%.1f finals=%d", self.sid,
+                     reason, self.session.audio_seconds, len(self.transcript.finals))
+
+    # -- input -----------------------------------------------------------------------------
+    async def _receive(self) -> dict | str:
+        """The next ASGI message, or a reason string when the session must end without one."""
+        started = time.monotonic()
+        recv = asyncio.ensure_future(self.ws.receive())
+        stop = asyncio.ensure_future(self.stop_reading.wait())
+        left = self.config.max_session_s - (started - self._t0)
+        timeout = min(self.config.idle_timeout_s, max(0.0, left))
+        try:
+            done, _ = await asyncio.wait({recv, stop}, timeout=timeout,
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if stop in done:
+            recv.cancel()
+            return self.stop_reason
+        if recv in done:
+            return recv.result()
+        recv.cancel()
+        if left <= self.config.idle_timeout_s:
+            self.send(wire.Error("max_duration", "the session reached its maximum duration"))
+            return "max_duration"
+        self.send(wire.Error("idle_timeout",
+                             f"no message for {self.config.idle_timeout_s:.0f} s; closing"))
+        return "idle_timeout"
+
+    async def _read(self) -> str:
+        """Take messages until the stream ends; returns why it ended."""
+        self._t0 = time.monotonic()
+        while True:
+            try:
+                msg = await self._receive()
+            except (WebSocketDisconnect, RuntimeError):
+                self._detach()
+                return "disconnected"
+            if isinstance(msg, str):
+                return msg
+            if msg["type"] == "websocket.disconnect":
+                self._detach()
+                return "disconnected"
+            if self.outbox.dropped:
+                return "slow_consumer"
+            try:
+                if self._take(msg):
+                    return "client_close"
+            except ClientError as exc:
+                log.info("session=%s event=client_error code=%s", self.sid, exc.code)
+                self.send(wire.Error(exc.code, exc.message))
+                if self._too_many_errors():
+                    self.send(wire.Error("too_many_errors", "too many bad messages; closing"))
+                    return "too_many_errors"
+
+    def _take(self, msg: dict) -> bool:
+        """One message from the speaker; True for ``close``. Raises ClientError."""
+        data, text = msg.get("bytes"), msg.get("text")
+        if data is not None:
+            limit = self.config.max_message_bytes
+            if len(data) > limit:
+                raise ClientError("message_too_large", f"audio frames are limited to {limit} bytes")
+            bps = self.params.bytes_per_sample
+            if len(data) % bps:
+                raise ClientError("bad_audio",
+                                  f"{self.params.encoding} frames must be a multiple of {bps} bytes")
+            x = pcm_to_float(data, self.params.encoding)
+            if self.decode_failed:
+                return False  # ending: the session has let its audio go
+            self.metrics.audio_in.inc(len(x) / self.params.sample_rate)
+            self.session.feed_audio(self.resampler.process(x))
+            self.wake.set()
+        elif text is not None:
+            if len(text) > 4096:
+                raise ClientError("message_too_large", "control messages are limited to 4 KiB")
+            if isinstance(wire.decode(text, allowed=wire.CLIENT_MESSAGES), wire.Close):
+                return True
+            if not self.decode_failed:
+                self.session.finalize()
+                self.wake.set()
+        return False
+
+    def _too_many_errors(self) -> bool:
+        now = time.monotonic()
+        self._errors.append(now)
+        while self._errors and now - self._errors[0] > 10.0:
+            self._errors.popleft()
+        return len(self._errors) > self.config.max_errors
+
+    # -- decoding --------------------------------------------------------------------------
+    async def _pump(self) -> None:
+        """Ask the engine for whatever the session has due, until it is flushed and input is
+        over. Decoding that keeps failing ends the session (``decode_failed``, close 1011); what
+        was final stays in the transcript."""
+        failures = 0
+        while True:
+            req = self.session.next_decode()
+            if req is None:
+                if self.phase.input_over and self.session.flushed:
+                    return
+                self.wake.clear()
+                await self.wake.wait()
+                continue
+            try:
+                result = await self.engine.decode(req)
+            except Exception:  # noqa: BLE001 - the engine logged it; the audio is kept
+                failures += 1
+                self.session.failed(req.id)
+                if failures >= MAX_DECODE_FAILURES:
+                    self._give_up()
+                    return
+                self.send(wire.Error("decode_failed", "decoding failed; retrying"))
+                await asyncio.sleep(0.2 * failures)
+                continue
+            failures = 0
+            self.session.decoded(req.id, result)
+            self._publish(self.session.events())
+
+    def _give_up(self) -> None:
+        log.error("session=%s event=decode_gave_up", self.sid)
+        self.decode_failed = True
+        self.session.abandon()
+        self.send(wire.Error("decode_failed", "decoding keeps failing; the session ends here "
+                             "and its transcript so far is kept"))
+        self.shutdown("decode_failed")
+
+    def _publish(self, events: list[wire.Message]) -> None:
+        heard = self.session.audio_seconds
+        for ev in events:
+            if isinstance(ev, wire.Final):
+                self.metrics.final_lag.observe(max(0.0, heard - ev.end))
+            elif isinstance(ev, wire.Partial) and ev.text:
+                self.metrics.partial_lag.observe(max(0.0, heard - ev.end))
+            self.hub.publish(self.transcript, ev)
+            self.send(ev)
+
+    # -- output ----------------------------------------------------------------------------
+    async def _status(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.status_interval_s)
+            lag = self.session.lag
+            self.metrics.lag.observe(lag)
+            self.send(wire.Status(self.session.audio_seconds, lag, self.session.backlog))
+
+    def send(self, msg: wire.Message) -> None:
+        if isinstance(msg, wire.Error):
+            self.metrics.errors.labels(msg.code).inc()
+        self.outbox.put(msg)
+        if self.outbox.dropped and not self.stop_reading.is_set():
+            log.warning("session=%s event=slow_consumer", self.sid)
+            self.shutdown("slow_consumer")
+
+    async def _write(self) -> None:
+        while (msg := await self.outbox.next()) is not None:
+            if not self.phase.writes:
+                continue
+            try:
+                await asyncio.wait_for(self.ws.send_text(wire.encode(msg)),
+                                       self.config.send_timeout_s)
+            except asyncio.TimeoutError:
+                # its socket is full and stays full: stop writing, finish the transcript
+                log.warning("session=%s event=slow_consumer", self.sid)
+                self._detach()
+                self.outbox.drop()
+                self.shutdown("slow_consumer")
+            except Exception:  # noqa: BLE001 - a gone peer; keep decoding for the transcript
+                self._detach()

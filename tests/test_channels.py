@@ -1,0 +1,170 @@
+"""A fixed session id is a channel: speakers one after another continue one transcript, and a
+viewer stays subscribed across them. Real server, model and speech."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import numpy as np
+import pytest
+from conftest import LiveServer, load16k, run
+from subtitle_check import check_cues
+from viewing import speak, still_open, view
+from whisperwire.server import wire
+from whisperwire.server.app import ServerConfig
+from whisperwire.server.auth import AuthConfig
+from whisperwire.server.hub import Hub
+
+pytestmark = pytest.mark.e2e
+
+
+def s16(x: np.ndarray) -> bytes:
+    return (np.clip(x, -1, 1) * 32767).astype("<i2").tobytes()
+
+
+@pytest.fixture(scope="module")
+def engine(live_server):
+    return live_server.app.state.engine
+
+
+def finals(msgs):
+    return [m for m in msgs if isinstance(m, wire.Final)]
+
+
+@pytest.mark.timeout(240)
+def test_a_second_speaker_continues_the_channel_and_its_viewer_follows(live_server):
+    sid = "chan-follow"
+    first = s16(load16k("LJ001-0002.wav"))
+    second = s16(load16k("jfk.wav"))
+
+    async def go():
+        m1, c1 = await speak(live_server.url, first, session=sid)
+        # a viewer joins between the two speakers and stays for both
+        watcher = asyncio.create_task(view(live_server.url, sid, closes=2))
+        await asyncio.sleep(0.5)
+        m2, c2 = await speak(live_server.url, second, session=sid)
+        seen, code = await watcher
+        return m1, c1, m2, c2, seen, code
+
+    m1, c1, m2, c2, seen, code = run(go())
+    assert c1 == 1000 and c2 == 1000
+    f1, f2 = finals(m1), finals(m2)
+    assert f1 and f2
+    # segment numbers continue from the channel's count
+    assert [f.segment for f in f2] == list(range(len(f1), len(f1) + len(f2)))
+    # the viewer saw the first speaker's finals, its closed, then the second speaker live
+    kinds = [type(m).__name__ for m in seen if not isinstance(m, wire.Partial)]
+    assert kinds == ["Final"] * len(f1) + ["Closed"] + ["Final"] * len(f2) + ["Closed"]
+    assert [f.text for f in finals(seen)] == [f.text for f in f1 + f2]
+    assert code is None, "the viewer socket stays open after the speaker ends"
+    # the transcript holds both speakers, times in order
+    tr = httpx.get(f"{live_server.http}/v1/sessions/{sid}/transcript.json").json()
+    assert tr["text"].split() == " ".join(f.text for f in f1 + f2).split()
+    starts = [s["start"] for s in tr["finals"]]
+    assert starts == sorted(starts)
+    assert starts[len(f1)] >= m1[-1].audio_seconds - 1e-3, "speaker 2 starts after speaker 1"
+    check_cues(httpx.get(f"{live_server.http}/v1/sessions/{sid}/transcript.srt").text, vtt=False)
+    assert run(still_open(live_server.url, sid, 1.0)), "an ended channel keeps its viewers"
+
+
+@pytest.mark.timeout(240)
+def test_a_viewer_connected_during_the_first_speaker_follows_the_next(live_server):
+    sid = "chan-live-viewer"
+    pcm = s16(load16k("LJ001-0002.wav"))
+
+    async def go():
+        import websockets
+
+        async with websockets.connect(f"{live_server.url}/v1/listen?session={sid}") as ws:
+            await ws.recv()  # ready: the channel exists now
+            watcher = asyncio.create_task(view(live_server.url, sid, closes=2))
+            await asyncio.sleep(0.3)
+            await ws.send(pcm)
+            await ws.send('{"type":"close"}')
+            m1 = [wire.decode(m) async for m in ws]
+        m2, _ = await speak(live_server.url, pcm, session=sid)
+        return await watcher, m1, m2
+
+    (seen, code), m1, m2 = run(go())
+    assert sum(isinstance(m, wire.Closed) for m in seen) == 2
+    assert [f.text for f in finals(seen)] == [f.text for f in finals(m1) + finals(m2)]
+    assert [f.segment for f in finals(seen)] == list(range(len(finals(seen))))
+    assert code is None
+
+
+def test_a_second_live_speaker_is_refused(live_server):
+    sid = "chan-taken"
+
+    async def go():
+        import websockets
+
+        async with websockets.connect(f"{live_server.url}/v1/listen?session={sid}") as ws:
+            await ws.recv()
+            async with websockets.connect(f"{live_server.url}/v1/listen?session={sid}") as other:
+                msgs = []
+                try:
+                    async for m in other:
+                        msgs.append(wire.decode(m))
+                except websockets.ConnectionClosed:
+                    pass
+                return msgs, other.close_code
+
+    msgs, code = run(go())
+    assert msgs[0].code == "session_taken" and code == 1008
+
+
+def test_the_id_stays_taken_until_its_last_final_is_published():
+    """The gap between a speaker's close and its last final: nobody else may speak there."""
+    hub = Hub(retention_s=60)
+    t = hub.open("gap")
+    hub.publish(t, wire.Final(0, "one", 0.0, 1.0))
+    with pytest.raises(Exception) as e:
+        hub.open("gap")  # still finishing: not ended yet
+    assert e.value.code == "session_taken"
+    hub.end(t, audio_seconds=2.0)
+    again = hub.open("gap")
+    assert again is t and [f.text for f in again.finals] == ["one"]
+
+
+@pytest.mark.timeout(120)
+def test_viewers_are_closed_1000_when_the_channel_expires(engine):
+    with LiveServer(ServerConfig(transcript_retention_s=1.0), engine) as srv:
+        async def go():
+            await speak(srv.url, s16(load16k("LJ001-0002.wav")), session="brief")
+            return await view(srv.url, "brief", until_socket_closes=True, timeout=20)
+
+        seen, code = run(go())
+        assert isinstance(seen[-1], wire.Closed) and code == 1000
+        assert httpx.get(f"{srv.http}/v1/sessions/brief/transcript.txt").status_code == 404
+
+
+@pytest.mark.timeout(120)
+def test_view_token_from_ready_views_only_its_channel(engine):
+    with LiveServer(ServerConfig(auth=AuthConfig(("sp",), ("look",))), engine) as srv:
+        pcm = s16(load16k("LJ001-0002.wav"))
+
+        async def go():
+            m, _ = await speak(srv.url, pcm, session="vt", token="sp")
+            vt = m[0].view_token
+            seen, _ = await view(srv.url, "vt", token=vt)
+            other, code = await view(srv.url, "vt-other", token=vt)
+            as_speaker, scode = await speak(srv.url, pcm[:3200], session="vt", token=vt)
+            legacy, _ = await view(srv.url, "vt", token="look")  # --view-token still works
+            return m, vt, seen, other, code, as_speaker, scode, legacy
+
+        m, vt, seen, other, code, as_speaker, scode, legacy = run(go())
+        assert isinstance(m[0], wire.Ready) and vt and vt not in ("sp", "look")
+        assert [f.text for f in finals(seen)] == [f.text for f in finals(m)]
+        assert other[0].code == "unauthorized" and code == 1008
+        assert as_speaker[0].code == "unauthorized" and scode == 1008
+        assert finals(legacy)
+        base = f"{srv.http}/v1/sessions/vt/transcript.txt"
+        assert httpx.get(base, params={"token": vt}).status_code == 200
+        assert httpx.get(f"{srv.http}/v1/sessions/x/transcript.txt",
+                         params={"token": vt}).status_code in (401, 404)
+
+
+def test_ready_has_no_view_token_without_auth(live_server):
+    m, _ = run(speak(live_server.url, b"\x00\x00" * 1600, session="noauth-vt"))
+    assert isinstance(m[0], wire.Ready) and m[0].view_token is None
