@@ -11,11 +11,11 @@ export const close = () => JSON.stringify({ type: "close" });
 
 // Server -> client message types and their fields; "name?" is a field that may be left out.
 export const SERVER_TYPES = {
-  ready: ["session", "model", "device", "compute_type", "sample_rate"],
+  ready: ["session", "model", "device", "compute_type", "sample_rate", "view_token?"],
   partial: ["segment", "text", "start", "end"],
   final: ["segment", "text", "start", "end", "words?", "eou?"],
   error: ["code", "message"],
-  status: ["audio_seconds", "lag"],
+  status: ["audio_seconds", "lag", "backlog?"],
   closed: ["reason", "audio_seconds"],
 };
 
