@@ -17,6 +17,7 @@ from typing import Any
 
 __all__ = ["run_checks", "main"]
 
+NO_GPU_NOTE = "no GPU found; using the CPU"
 SAMPLE = Path(__file__).resolve().parent / "data" / "sample.wav"
 SAMPLE_TEXT = ("And so my fellow Americans, ask not what your country can do for you, ask what "
                "you can do for your country.")
@@ -71,14 +72,14 @@ def run_checks(model: str = "embedded", device: str = "auto") -> dict[str, Any]:
                                   "kind": "AMD (HIP)" if kind == "rocm" else "NVIDIA",
                                   "compute_types": list(facts.gpu_compute_types or ())})
     report["env"] = facts.env
-    if kind != "cpu" and facts.cuda_device_count == 0:
-        # normal on a CPU machine (PyPI's wheel is a CUDA build); a problem only if a GPU is wanted
-        hint = devices._no_gpu_hint(facts)  # noqa: SLF001
+    if facts.cuda_device_count == 0:
+        # normal on a CPU machine (PyPI's wheel is a CUDA build): the driver hints are for
+        # someone who asked for a GPU, not for everyone
         if device.startswith("cuda"):
-            report["problems"].append("a GPU build of CTranslate2 sees no GPU")
-            report["advice"].append(hint)
+            report["problems"].append(f"this {kind} build of CTranslate2 sees no GPU")
+            report["advice"].append(devices._no_gpu_hint(facts))  # noqa: SLF001
         else:
-            report["environment_notes"].append(f"{kind} build, no GPU visible, using the CPU ({hint})")
+            report["environment_notes"].append(NO_GPU_NOTE)
     try:
         choice = devices.choose(device, "auto", facts)
     except devices.DeviceError as exc:
@@ -123,7 +124,9 @@ def _text(r: dict[str, Any]) -> str:
     lines = [f"Python        {r['python']} ({r['platform']})"]
     if "ctranslate2" in r:
         c = r["ctranslate2"]
-        lines.append(f"CTranslate2   {c['version']}, {c['build']} build")
+        cpu_too = " (it runs on the CPU too)" if c["build"] != "cpu" and len(
+            r.get("devices", [])) == 1 else ""
+        lines.append(f"CTranslate2   {c['version']}, {c['build']} build{cpu_too}")
     for d in r.get("devices", []):
         lines.append(f"device        {d['device']}{' (' + d['kind'] + ')' if 'kind' in d else ''}: "
                      f"{', '.join(d['compute_types']) or '—'}")
@@ -154,6 +157,10 @@ def _text(r: dict[str, Any]) -> str:
 
 
 def main(args: Any) -> int:
+    import logging
+
+    # faster-whisper logs each transcription at INFO; the report says all there is to say
+    logging.getLogger("faster_whisper").setLevel(logging.WARNING)
     r = run_checks(args.model, args.device)
     print(json.dumps(r, indent=1) if args.json else _text(r))
     return 0 if r.get("ok") else 1
