@@ -45,6 +45,21 @@ def _wrap(words: list[str], width: int) -> list[str]:
     return lines
 
 
+def _pieces(w: Word, width: int) -> list[Word]:
+    """A word longer than a line (a URL, a run of CJK) as line-sized words, its time shared out
+    by length, so that no cue needs more lines than allowed."""
+    text = w.word.strip()
+    if len(text) <= width:
+        return [w]
+    n = len(text)
+    out = []
+    for i in range(0, n, width):
+        start = w.start + (w.end - w.start) * i / n
+        end = w.start + (w.end - w.start) * min(n, i + width) / n
+        out.append(Word(" " + text[i : i + width], start, end, w.probability))
+    return out
+
+
 def cues(finals: Iterable[Final], opt: CueOptions | None = None) -> list[Cue]:
     opt = opt or CueOptions()
     out: list[Cue] = []
@@ -65,7 +80,7 @@ def cues(finals: Iterable[Final], opt: CueOptions | None = None) -> list[Cue]:
 
     for f in finals:
         words = list(f.words) or [Word(" " + f.text, f.start, f.end, 1.0)]
-        for w in words:
+        for w in (p for word in words for p in _pieces(word, opt.max_chars)):
             if not w.word.strip():
                 continue
             if cur and not fits(cur + [w]):

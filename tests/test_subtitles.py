@@ -48,8 +48,9 @@ def test_slow_speech_splits_on_time():
 def test_overlong_word_is_split_not_dropped():
     w = "x" * 100
     f = [Final(0, w, 0.0, 1.0, (Word(" " + w, 0.0, 1.0, 1.0),), True)]
-    text = subtitles.to_srt(f)
-    assert "".join(text.split("\n")[2:]).replace("\n", "").startswith("x" * 42)
+    for vtt in (False, True):
+        cues = check_cues(subtitles.to_vtt(f) if vtt else subtitles.to_srt(f), vtt=vtt)
+        assert "".join("".join(c[2]) for c in cues) == w
 
 
 def test_txt_and_json():
