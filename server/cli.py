@@ -10,34 +10,71 @@ __all__ = ["main"]
 
 
 def graceful_server(app, **kw):  # type: ignore[no-untyped-def]
-    """A uvicorn server that, on SIGTERM/SIGINT, stops accepting and finalises every open session
-    (each speaker gets its last finals and ``closed``) before uvicorn closes the sockets."""
-    import uvicorn
+    """uvicorn with graceful shutdown, handshake deadline and frame limit (:mod:`.serving`)."""
+    from .serving import graceful_server as make
 
-    class GracefulServer(uvicorn.Server):
-        async def shutdown(self, sockets=None):  # type: ignore[no-untyped-def]
-            for server in self.servers:
-                server.close()
-            drain = getattr(app.state, "drain", None)
-            if drain is not None:
-                await drain()
-            await super().shutdown(sockets)
+    return make(app, **kw)
 
-    return GracefulServer(uvicorn.Config(app, **kw))
+
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` shows each flag's default, except where there is none to show."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False, [], ()) or action.help == argparse.SUPPRESS:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _auth(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """Tokens from the flags and the token file. Raises ValueError (or OSError) in a sentence."""
+    from .auth import AuthConfig, load_token_file
+
+    if any(not t.strip() for t in args.token + args.view_token):
+        raise ValueError("--token/--view-token: a token may not be empty")
+    auth = load_token_file(args.token_file) if args.token_file else AuthConfig()
+    return AuthConfig(auth.speak_tokens + tuple(args.token),
+                      auth.view_tokens + tuple(args.view_token))
+
+
+def _load_engine(args: argparse.Namespace, config):  # type: ignore[no-untyped-def]
+    """The loaded engine (or worker pool), or a sentence saying why not."""
+    from .devices import DeviceError
+    from .engine import Engine
+    from .models import ModelError, load_failure, resolve_model
+    from .pool import WorkerPool, parse_devices
+
+    try:
+        resolve_model(args.model)  # a path that is not a model directory: say so, do not download
+        if args.devices:
+            engine: Engine | WorkerPool = WorkerPool(config.engine, parse_devices(args.devices),
+                                                     cpu_threads_each=args.cpu_threads)
+        else:
+            engine = Engine(config.engine)
+        engine.load()  # before serving: errors are startup errors, and /readyz is true at once
+    except (ModelError, DeviceError) as exc:
+        return f"whisperwire: {exc}"
+    except Exception as exc:  # noqa: BLE001 - a download or a model file: a sentence, no traceback
+        logging.getLogger("whisperwire.cli").debug("model load failed", exc_info=True)
+        return f"whisperwire: {load_failure(args.model, exc)}"
+    return engine
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from .auth import AuthConfig, load_token_file
-
     from .app import ServerConfig, create_app
     from .engine import EngineOptions
+    from .logs import install_redaction
     from .session import StreamOptions
     from .vad import VadOptions
 
-    auth = load_token_file(args.token_file) if args.token_file else AuthConfig()
-    auth = AuthConfig(auth.speak_tokens + tuple(args.token), auth.view_tokens + tuple(args.view_token))
+    install_redaction()
+    try:
+        auth = _auth(args)
+    except (ValueError, OSError) as exc:
+        print(f"whisperwire: {exc}", file=sys.stderr)
+        return 2
     config = ServerConfig(
         auth=auth,
+        handshake_timeout_s=args.handshake_timeout,
         max_sessions=args.max_sessions,
         max_viewers=args.max_viewers,
         idle_timeout_s=args.idle_timeout,
@@ -56,19 +93,9 @@ def _serve(args: argparse.Namespace) -> int:
         vad=VadOptions(aggressiveness=args.vad_aggressiveness),
     )
     tls = {"ssl_certfile": args.tls_cert, "ssl_keyfile": args.tls_key} if args.tls_cert else {}
-    from .devices import DeviceError
-    from .engine import Engine
-    from .pool import WorkerPool, parse_devices
-
-    try:
-        if args.devices:
-            engine: Engine | WorkerPool = WorkerPool(config.engine, parse_devices(args.devices),
-                                                     cpu_threads_each=args.cpu_threads)
-        else:
-            engine = Engine(config.engine)
-        engine.load()  # before serving: errors are startup errors, and /readyz is true at once
-    except (DeviceError, ValueError, RuntimeError) as exc:
-        print(f"whisperwire: {exc}", file=sys.stderr)
+    engine = _load_engine(args, config)
+    if isinstance(engine, str):
+        print(engine, file=sys.stderr)
         return 2
     graceful_server(
         create_app(config, engine),
@@ -76,7 +103,6 @@ def _serve(args: argparse.Namespace) -> int:
         port=args.port,
         ws="websockets-sansio",
         log_level=args.log_level,
-        ws_max_size=config.max_message_bytes + 1024,
         timeout_graceful_shutdown=30,
         **tls,
     ).run()
@@ -96,79 +122,97 @@ def _lazy(module: str):  # type: ignore[no-untyped-def]
 
 def _client_parser(sub, name: str, help: str, speaker: bool):  # type: ignore[no-untyped-def]
     """The flags every client subcommand shares."""
-    p = sub.add_parser(name, help=help)
-    p.add_argument("--url", default="ws://127.0.0.1:8765")
+    p = sub.add_parser(name, help=help, description=help, formatter_class=_Help)
+    p.add_argument("--url", default="ws://127.0.0.1:8765", help="the server")
     p.add_argument("--token", default=None, help="auth token, if the server wants one")
     p.add_argument("--output", help="save the finals as FILE.srt, .vtt, .json or .txt")
     if speaker:
-        p.add_argument("--language", default=None)
+        p.add_argument("--language", default=None,
+                       help="language code, or auto (default: the model's)")
         p.add_argument("--session", default=None, help="publish under this id (for viewers)")
     return p
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="whisperwire", description="Real-time captions server.")
-    sub = p.add_subparsers(dest="command", required=True)
-
-    s = sub.add_parser("serve", help="run the captioning server")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8765)
+def _serve_parser(sub) -> None:  # type: ignore[no-untyped-def]
+    s = sub.add_parser("serve", help="run the captioning server",
+                       description="Run the captioning server.", formatter_class=_Help)
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    s.add_argument("--port", type=int, default=8765, help="port to listen on")
     s.add_argument("--model", default="embedded",
                    help="'embedded' (tiny.en, bundled), a faster-whisper model name, or a directory")
     s.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     s.add_argument("--devices", default=None,
                    help="several decode worker processes: cuda:0,cuda:1 | all | cpu,cpu")
     s.add_argument("--compute-type", default="auto",
-                   help="auto (int8 on CPU, float16 on GPU) | int8 | int8_float16 | float16 | bfloat16 | float32")
-    s.add_argument("--cpu-threads", type=int, default=0, help="0: all cores")
+                   help="auto (int8 on CPU, float16 on GPU) | int8 | int8_float16 | float16 | "
+                        "bfloat16 | float32")
+    s.add_argument("--cpu-threads", type=int, default=0, help="decoder threads (0: all cores)")
     s.add_argument("--max-batch", type=int, default=8, help="windows decoded together")
     s.add_argument("--step-ms", type=int, default=500, help="re-decode after this much new speech")
     s.add_argument("--overlap-ms", type=int, default=3000,
                    help="committed audio kept in the window as context")
     s.add_argument("--encoder-granularity", type=float, default=2.0,
                    help="encoder input = window rounded up to N s, plus N s (0: always 30 s)")
-    s.add_argument("--vad-aggressiveness", type=int, default=2, choices=range(4))
-    s.add_argument("--log-level", default="info")
-    s.add_argument("--token", action="append", default=[], help="token that may speak and view (repeatable)")
-    s.add_argument("--view-token", action="append", default=[], help="token that may only view")
-    s.add_argument("--token-file", help="lines 'speak TOKEN' / 'view TOKEN'")
+    s.add_argument("--vad-aggressiveness", type=int, default=2, choices=range(4),
+                   help="webrtcvad's 0..3")
+    s.add_argument("--log-level", default="info", help="debug | info | warning | error")
+    s.add_argument("--token", action="append", default=[],
+                   help="token that may speak and view (repeatable)")
+    s.add_argument("--view-token", action="append", default=[],
+                   help="token that may only view (repeatable)")
+    s.add_argument("--token-file", help="lines 'speak TOKEN', 'view TOKEN' or 'TOKEN'; # comments")
     s.add_argument("--allow-origin", action="append", default=[],
                    help="browser origin allowed to connect (repeatable; default: any)")
-    s.add_argument("--max-sessions", type=int, default=64)
-    s.add_argument("--max-viewers", type=int, default=100, help="per session")
-    s.add_argument("--idle-timeout", type=float, default=60.0, help="seconds without a message")
-    s.add_argument("--max-session-hours", type=float, default=4.0)
-    s.add_argument("--retention-minutes", type=float, default=60.0, help="transcripts after the end")
+    s.add_argument("--max-sessions", type=int, default=64, help="live speaking sessions")
+    s.add_argument("--max-viewers", type=int, default=100, help="viewers per session")
+    s.add_argument("--idle-timeout", type=float, default=60.0,
+                   help="seconds without a message before a speaker is closed")
+    s.add_argument("--handshake-timeout", type=float, default=10.0,
+                   help="seconds a connection has to send its request headers (0: no limit)")
+    s.add_argument("--max-session-hours", type=float, default=4.0, help="longest session")
+    s.add_argument("--retention-minutes", type=float, default=60.0,
+                   help="how long a transcript stays after its last speaker ends")
     s.add_argument("--tls-cert", help="serve TLS (wss/https) with this certificate (PEM)")
     s.add_argument("--tls-key", help="... and this key")
     s.set_defaults(func=_serve)
 
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="whisperwire", description="Real-time captions server.")
+    sub = p.add_subparsers(dest="command", required=True)
+    _serve_parser(sub)
+
     f = _client_parser(sub, "stream", "stream an audio file to a server and print captions",
                        speaker=True)
-    f.add_argument("file")
-    f.add_argument("--speed", type=float, default=1.0, help="times real time; 0 = as fast as possible")
+    f.add_argument("file", help="any audio or video file PyAV can open")
+    f.add_argument("--speed", type=float, default=1.0,
+                   help="times real time; 0 = as fast as possible")
     f.set_defaults(func=_lazy("whisperwire.client.stream"))
 
     m = _client_parser(sub, "mic", "live captions from a microphone", speaker=True)
-    m.add_argument("--device", default=None, help="input device index or name (see --list-devices)")
-    m.add_argument("--list-devices", action="store_true")
+    m.add_argument("--device", default=None,
+                   help="input device index or name (see --list-devices)")
+    m.add_argument("--list-devices", action="store_true", help="list input devices and exit")
     m.add_argument("--input-file", help=argparse.SUPPRESS)  # a file instead of the microphone
     m.set_defaults(func=_lazy("whisperwire.client.mic"))
 
-    d = sub.add_parser("doctor", help="check this machine: CTranslate2 build, devices, a sample decode")
-    d.add_argument("--model", default="embedded")
-    d.add_argument("--device", default="auto")
-    d.add_argument("--json", action="store_true")
+    d = sub.add_parser("doctor", help="check this machine: CTranslate2 build, devices, a decode",
+                       description="Check this machine: CTranslate2 build, devices, a sample "
+                                   "decode.", formatter_class=_Help)
+    d.add_argument("--model", default="embedded", help="the model to try")
+    d.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    d.add_argument("--json", action="store_true", help="machine-readable output")
     d.set_defaults(func=_lazy("whisperwire.server.doctor"))
 
     c = _client_parser(sub, "captions", "print a session's captions as a viewer", speaker=False)
-    c.add_argument("session")
+    c.add_argument("session", help="the session id to watch")
     c.set_defaults(func=_lazy("whisperwire.client.captions"))
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=getattr(logging, str(args.__dict__.get("log_level", "info")).upper(), 20),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    level = getattr(logging, str(args.__dict__.get("log_level", "info")).upper(), logging.INFO)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
     return int(args.func(args) or 0)

@@ -8,6 +8,7 @@ that looks like a path but is not a directory is a mistake to report, not a mode
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 __all__ = ["EMBEDDED", "ModelError", "load_failure", "resolve_model"]
@@ -49,9 +50,10 @@ def load_failure(model: str, exc: BaseException) -> str:
     if model == EMBEDDED or Path(model).expanduser().is_dir():
         return f"cannot load the model {model!r}: {exc}"
     repo = model if "/" in model else f"Systran/faster-whisper-{model}"
-    first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+    text = str(exc).strip()
+    first = re.split(r"(?<=\.)\s", text.splitlines()[0])[0] if text else type(exc).__name__
     return (
-        f"cannot download the model {model!r}: {first}. Without network, fetch it on a machine "
+        f"cannot download the model {model!r} ({first}). Without network, fetch it on a machine "
         f"that has network (`huggingface-cli download {repo} --local-dir "
         f"./{repo.rsplit('/', 1)[-1]}`), copy that directory here and start with --model DIR; "
         "--model embedded (tiny.en) needs no network."

@@ -1,0 +1,95 @@
+"""Running the app under uvicorn the way ``whisperwire serve`` does.
+
+Three things uvicorn does not do on its own: finish every open session before the sockets close
+on SIGTERM; let go of connections that never finish their request headers (uvicorn only times
+out idle keep-alive connections *after* a first response, so a silent or slowloris socket is
+kept for ever); and read frames a little past the app's own limit so the app can answer them
+with ``message_too_large`` instead of the transport cutting them off with 1009. All of it is
+read from the app's :class:`~.app.ServerConfig`, so tests and ``serve`` behave the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+__all__ = ["graceful_server", "handshake_deadline"]
+
+
+def handshake_deadline(http: Any, timeout: float) -> Any:
+    """uvicorn's HTTP protocol (a class, or a name such as ``"auto"``), made to close a
+    connection whose request headers are not complete ``timeout`` seconds after it connected
+    (or after its last response). A WebSocket upgrade hands the connection on and ends the
+    deadline. Protocols without the h11/httptools shape are returned unchanged."""
+    from uvicorn.config import HTTP_PROTOCOLS
+    from uvicorn.importer import import_from_string
+
+    base = import_from_string(HTTP_PROTOCOLS.get(http, http)) if isinstance(http, str) else http
+    if not all(hasattr(base, m) for m in ("handle_websocket_upgrade", "on_response_complete")):
+        return http
+
+    class HeaderDeadline(base):  # type: ignore[misc, valid-type]
+        _deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._deadline = self.loop.call_later(timeout, self._expire, self.cycle)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _expire(self, cycle: Any) -> None:
+            self._deadline = None
+            idle = self.cycle is cycle and (cycle is None or cycle.response_complete)
+            if idle and not self.transport.is_closing():
+                self.transport.close()  # no request began in time: idle, or headers trickling
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()
+
+        def handle_websocket_upgrade(self, *args: Any) -> None:
+            self._disarm()
+            super().handle_websocket_upgrade(*args)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    HeaderDeadline.__name__ = f"HeaderDeadline{base.__name__}"
+    return HeaderDeadline
+
+
+def graceful_server(app: Any, **kw: Any) -> Any:
+    """A uvicorn server for ``app`` that, on SIGTERM/SIGINT, stops accepting and finalises
+    every open session (each speaker gets its last finals and ``closed``) before uvicorn closes
+    the sockets; with the app's handshake timeout and frame limit unless ``kw`` says otherwise."""
+    import uvicorn
+
+    from .logs import install_redaction
+
+    config = getattr(app.state, "config", None)
+    if config is not None:
+        kw.setdefault("ws_max_size", config.max_frame_bytes)
+        if config.handshake_timeout_s > 0:
+            kw["http"] = handshake_deadline(kw.get("http", "auto"), config.handshake_timeout_s)
+
+    class GracefulServer(uvicorn.Server):
+        async def shutdown(self, sockets=None):  # type: ignore[no-untyped-def]
+            for server in self.servers:
+                server.close()
+            drain = getattr(app.state, "drain", None)
+            if drain is not None:
+                await drain()
+            await super().shutdown(sockets)
+
+    server = GracefulServer(uvicorn.Config(app, **kw))
+    install_redaction()  # uvicorn.Config set up its loggers; filters on them survive that
+    return server
