@@ -232,7 +232,7 @@ def finish(res: StreamResult, url: str, output: str | None) -> int:
               f"closed ({how}{': ' + res.close_reason if res.close_reason else ''})",
               file=sys.stderr)
         status = 1
-    if output:
+    if output and res.of_type(wire.Ready):  # a refused session leaves an old file alone
         write_output(output, res.finals)
         print(f"-- saved {len(res.finals)} captions to {output}", file=sys.stderr)
     return status
