@@ -271,3 +271,26 @@ def test_captions_follows_a_channel_across_speaker_restarts(live_server):
     results, seen = asyncio.run(go())
     texts = " ".join(m.text for m in seen if isinstance(m, wire.Final))
     assert texts.split() == (results[0].text + " " + results[1].text).split()
+
+
+def test_captions_follows_until_ctrl_c_and_then_saves(live_server, tmp_path):
+    import signal
+
+    p = wire.ListenParams(session="ctrl-c-cli")
+    res = asyncio.run(stream_chunks(live_server.url, paced(s16(load16k(JFK)), p, 0), p))
+    out = tmp_path / "viewer.srt"
+    viewer = subprocess.Popen(
+        [sys.executable, "-m", "whisperwire.server", "captions", "ctrl-c-cli", "--url",
+         live_server.url, "--output", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    channel = live_server.app.state.hub.get("ctrl-c-cli")
+    deadline = time.monotonic() + 60
+    while not channel.viewers and time.monotonic() < deadline:  # it is connected and following
+        time.sleep(0.05)
+    time.sleep(0.5)
+    assert viewer.poll() is None, "still following after the speaker stopped"
+    viewer.send_signal(signal.SIGINT)
+    stdout, stderr = viewer.communicate(timeout=30)
+    assert viewer.returncode == 0 and "Traceback" not in stderr, stderr
+    assert stdout.split() == res.text.split()
+    assert "saved" in stderr and "-->" in out.read_text()
