@@ -126,6 +126,8 @@ def _client_parser(sub, name: str, help: str, speaker: bool):  # type: ignore[no
     p.add_argument("--url", default="ws://127.0.0.1:8765", help="the server")
     p.add_argument("--token", default=None, help="auth token, if the server wants one")
     p.add_argument("--output", help="save the finals as FILE.srt, .vtt, .json or .txt")
+    p.add_argument("--lines", action="store_true",
+                   help="one final per line instead of flowing text")
     if speaker:
         p.add_argument("--language", default=None,
                        help="language code, or auto (default: the model's)")
@@ -193,7 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--device", default=None,
                    help="input device index or name (see --list-devices)")
     m.add_argument("--list-devices", action="store_true", help="list input devices and exit")
-    m.add_argument("--input-file", help=argparse.SUPPRESS)  # a file instead of the microphone
+    m.add_argument("--input-file",
+                   help="an audio file played through the capture path instead of a microphone "
+                        "(to try mic without a sound card)")
     m.set_defaults(func=_lazy("whisperwire.client.mic"))
 
     d = sub.add_parser("doctor", help="check this machine: CTranslate2 build, devices, a decode",
@@ -206,6 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = _client_parser(sub, "captions", "print a session's captions as a viewer", speaker=False)
     c.add_argument("session", help="the session id to watch")
+    c.add_argument("--once", action="store_true",
+                   help="stop when the current speaker ends (default: follow the channel)")
     c.set_defaults(func=_lazy("whisperwire.client.captions"))
     return p
 

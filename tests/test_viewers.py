@@ -107,7 +107,7 @@ def test_mic_cli_with_file_backed_source_and_captions_cli(live_server, tmp_path)
     viewer_out = tmp_path / "viewer.txt"
     viewer = subprocess.Popen(
         [sys.executable, "-m", "whisperwire.server", "captions", "mic-cli", "--url", live_server.url,
-         "--output", str(viewer_out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         "--output", str(viewer_out), "--once"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     mic = _cli("mic", "--url", live_server.url, "--session", "mic-cli",
                "--input-file", str(SPEECH / "jfk.wav"), "--output", str(out))
     assert mic.returncode == 0, mic.stderr
