@@ -28,7 +28,7 @@ from . import subtitles, wire
 from .auth import AuthConfig, token_from
 from .engine import Engine, EngineOptions
 from .errors import ClientError, close_code_for
-from .hub import Hub, Outbox
+from .hub import Hub, Outbox, Transcript
 from .listen import ListenConnection
 from .logs import install_redaction
 from .metrics import Metrics
@@ -112,7 +112,7 @@ class WhisperWire:
         if allowed and origin is not None and origin not in allowed:
             raise ClientError("forbidden_origin", "this origin may not connect")
 
-    def admit_speaker(self, ws: WebSocket) -> tuple[wire.ListenParams, object]:
+    def admit_speaker(self, ws: WebSocket) -> tuple[wire.ListenParams, Transcript]:
         """The speaker's parameters and its channel, or ClientError saying why not."""
         self.check_origin(ws)
         if not self.config.auth.can_speak(token_from(ws.headers, ws.query_params)):
@@ -150,8 +150,8 @@ class WhisperWire:
             await _refuse(ws, exc)
             return
         await ws.accept()
-        conn = ListenConnection(ws, params, self.engine, self.hub, transcript,  # type: ignore[arg-type]
-                                self.config, self.metrics)
+        conn = ListenConnection(ws, params, self.engine, self.hub, transcript, self.config,
+                                self.metrics)
         self.live.add(conn)
         try:
             await conn.run()

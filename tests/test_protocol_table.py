@@ -134,8 +134,8 @@ def test_a_clean_session_does_not_notice_bad_neighbours(live_server):
                     await ws.send(s16(np.random.default_rng(i).standard_normal(8000) * 0.3))
                 if i % 2:
                     ws.transport.abort()  # abrupt reset
-        except Exception:
-            pass
+        except (websockets.ConnectionClosed, OSError):
+            pass  # vandals get cut off; that is the point
 
     async def go():
         params = wire.ListenParams()
