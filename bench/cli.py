@@ -186,7 +186,23 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("smoke", help="N=1 on short audio (CI)")
     s.add_argument("--name", default="smoke")
     s.add_argument("--out", type=Path, default=RESULTS)
+    a = sub.add_parser("accuracy", help="streaming vs offline WER on every speech folder")
+    a.add_argument("--name", default="accuracy")
+    a.add_argument("--modes", default="realtime,flat,flat4", type=lambda s: s.split(","))
+    a.add_argument("--parallel", type=int, default=1,
+                   help="real-time streams at a time (1: one stream at a time)")
+    a.add_argument("--threads", type=int, default=0, help="offline decoder CPU threads")
+    a.add_argument("--only", default=None, help="files whose name contains this")
+    a.add_argument("--server-arg", action="append", default=[])
+    a.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
+    if args.cmd == "accuracy":
+        from . import accuracy
+
+        out = accuracy.run(args.name, args.modes, args.parallel, args.threads, args.only,
+                           tuple(args.server_arg))
+        print(accuracy.write(out, args.modes, args.out))
+        return 0
     if args.cmd == "smoke":
         args = smoke_args(args.name, args.out)
     out = run(args)

@@ -49,6 +49,7 @@ class StreamOptions:
     min_window_ms: int = 300  # too little audio to say anything about
     commit_after_ms: int = 1500  # hypotheses of shorter windows are shown, never committed
     overlap_ms: int = 3000  # committed audio kept in the window (as decoder prefix)
+    careful_context_ms: int = 10000  # the same for careful decodes (finals without agreement)
     # A window this long commits all but its last ``stall_keep_ms`` even without agreement: this
     # bounds both the cost of a decode and a session's lag when the decoder falls behind.
     max_window_ms: int = 15000
@@ -105,7 +106,6 @@ class _Run:
         self.length = 0
         self.window_start = start
         self.decoded_to = start
-        self.prefix: list[Word] = []  # committed words inside the window
         self.buffer = HypothesisBuffer(committed_end=start / MODEL_RATE)
         self.force_at: int | None = None  # ``finalize``: commit everything heard up to here
         self.retries = 0  # careful decodes of this window the guards rejected
@@ -248,14 +248,18 @@ class StreamSession:
             return None
         end, kind = due
         careful = kind != _Kind.STEP
+        # a careful decode reaches further back: more of what was said before is heard again
+        # (as forced prefix), which is what Whisper needs to get short or hard speech right
+        start = self._context_start(u, self.opt.careful_context_ms) if careful else u.window_start
+        prefix = [w for w in u.buffer.committed if (w.start + w.end) / 2 * MODEL_RATE >= start]
         req = DecodeRequest(
             id=next(self._ids),
-            audio=np.ascontiguousarray(u.audio(u.window_start, end), dtype=np.float32),
-            offset=u.window_start / MODEL_RATE,
+            audio=np.ascontiguousarray(u.audio(start, end), dtype=np.float32),
+            offset=start / MODEL_RATE,
             # a careful decode the guards rejected is asked again without the context that
             # may have led Whisper astray: first the prompt, then the forced prefix
-            prompt=self._prompt(u) if u.retries == 0 else "",
-            prefix=join_words(u.prefix) if u.retries < 2 else "",
+            prompt=self._prompt(prefix) if u.retries == 0 else "",
+            prefix=join_words(prefix) if u.retries < 2 else "",
             language=self.language,
             task=self.task,
             final=kind == _Kind.END,
@@ -286,11 +290,22 @@ class StreamSession:
             return None
         return end, _Kind.STEP
 
-    def _prompt(self, u: _Run) -> str:
+    def _context_start(self, u: _Run, ms: int) -> int:
+        """Where a window with ``ms`` of committed context starts: at the first committed word
+        of the last ``ms`` whose audio is still held, and never after the window start."""
+        start, end = u.window_start, u.buffer.committed_end
+        for w in reversed(u.buffer.committed):
+            s = int((w.start - 0.05) * MODEL_RATE)
+            if end - w.start > ms / 1000 or s < u.base:
+                break
+            start = min(start, s)
+        return max(start, u.base)
+
+    def _prompt(self, prefix: list[Word]) -> str:
         """Committed text before the window (the window's own committed words are its prefix)."""
         before = self._committed_text
-        if u.prefix:
-            before = before[: len(before) - len(join_words(u.prefix))].rstrip()
+        if prefix:
+            before = before[: len(before) - len(join_words(prefix))].rstrip()
         tail = before[-self.opt.prompt_chars :]
         if len(before) > self.opt.prompt_chars and " " in tail:
             tail = tail.split(" ", 1)[1]  # start on a word
@@ -365,8 +380,7 @@ class StreamSession:
         start = min(max(start, u.start), u.decoded_to)
         if start > u.window_start:
             u.window_start = start
-            u.trim(start)
-        u.prefix = [w for w in committed if (w.start + w.end) / 2 * MODEL_RATE >= u.window_start]
+            u.trim(self._context_start(u, self.opt.careful_context_ms))
 
     def _accepted_words(self, req: DecodeRequest, r: DecodeResult, win_end: float,
                         committed_end: float) -> tuple[list[Word], bool]:

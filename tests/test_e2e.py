@@ -92,8 +92,8 @@ def test_real_time_pace_partials_before_finals(live_server):
 
 def test_abrupt_disconnect_still_finalises_the_transcript(live_server):
     audio = load16k("LJ001-0002.wav")  # "in being comparatively modern."
-    res = run(stream_pcm(live_server.url, s16(audio), wire.ListenParams(session="drop-test"),
-                         speed=0, end="drop"))
+    run(stream_pcm(live_server.url, s16(audio), wire.ListenParams(session="drop-test"),
+                   speed=0, end="drop"))
     hub = live_server.app.state.hub
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

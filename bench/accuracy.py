@@ -1,0 +1,197 @@
+"""``python -m bench accuracy``: streaming finals against offline decoding on every kind of
+speech we have (../shared/speech/real/, the LJ stream, and zh/ for a multilingual model).
+
+Each file is streamed over the WebSocket protocol to a fresh server, in real time and flat out
+(and optionally several flat-out streams at once), and its joined finals are scored against
+the reference next to offline decoding of the same file with the same model (faster-whisper,
+beam 5, the way the corpus READMEs measured it). Per file it reports what users notice: the
+WER, its distance from offline, whether the last words arrived, adjacent repeated words the
+reference does not have (seams decoded twice) and the longest run of reference words missing
+from the finals (a stretch dropped).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import difflib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import harness
+from .corpus import SPEECH
+
+RESULTS = Path(__file__).resolve().parent / "results"
+LJ_STREAM = [f"LJ001-{i:04d}.wav" for i in range(1, 9)]
+
+
+@dataclass
+class Item:
+    name: str
+    audio: np.ndarray  # 16 kHz float32
+    reference: str
+    language: str = "en"
+
+
+def items(speech: Path = SPEECH, multilingual: bool = False) -> list[Item]:
+    from whisperwire.client.audio_file import read_audio
+
+    def load(p: Path) -> np.ndarray:
+        return read_audio(str(p), 16000).astype(np.float32) / 32768.0
+
+    def refs(p: Path) -> dict[str, str]:
+        with open(p, newline="") as f:
+            return {r["file"]: r["reference"] for r in csv.DictReader(f, delimiter="\t")}
+
+    out = []
+    real = refs(speech / "real" / "references.tsv")
+    out += [Item(f"real/{n}", load(speech / "real" / n), r) for n, r in sorted(real.items())]
+    lj = refs(speech / "references.tsv")
+    out.append(Item("LJ001-0001..0008", np.concatenate([load(speech / n) for n in LJ_STREAM]),
+                    " ".join(lj[n] for n in LJ_STREAM)))
+    if multilingual:
+        zh = refs(speech / "zh" / "references.tsv")
+        out += [Item(f"zh/{n}", load(speech / "zh" / n), r, "zh") for n, r in sorted(zh.items())]
+    return out
+
+
+def score_units(text: str, language: str) -> list[str]:
+    """Words, or characters for Chinese (CER)."""
+    from whisperwire.server.wer import normalize
+
+    words = normalize(text)
+    if language == "zh":
+        return [c for w in words for c in w]
+    return words
+
+
+def errors(ref: list[str], hyp: list[str]) -> dict:
+    from whisperwire.server.wer import word_errors
+
+    sm = difflib.SequenceMatcher(None, ref, hyp, autojunk=False)
+    matched = [False] * len(ref)
+    for b in sm.get_matching_blocks():
+        for k in range(b.size):
+            matched[b.a + k] = True
+    longest = run = 0
+    for m in matched:
+        run = 0 if m else run + 1
+        longest = max(longest, run)
+    ref_pairs = set(zip(ref, ref[1:]))
+    repeats = sum(1 for a, b in zip(hyp, hyp[1:]) if a == b and (a, b) not in ref_pairs)
+    return {
+        "wer": word_errors(ref, hyp) / max(1, len(ref)),
+        "tail": hyp[-2:] == ref[-2:],
+        "repeats": repeats,
+        "longest_missing": longest,
+    }
+
+
+def offline(item: Item, threads: int) -> str:
+    from faster_whisper import WhisperModel
+
+    from whisperwire.server.engine import resolve_model
+
+    global _MODEL
+    if "_MODEL" not in globals():
+        _MODEL = WhisperModel(resolve_model(_MODEL_NAME), device="cpu", compute_type="int8",
+                             cpu_threads=threads)
+    segs, _ = _MODEL.transcribe(item.audio, beam_size=5, language=item.language)
+    return " ".join(s.text.strip() for s in segs)
+
+
+_MODEL_NAME = "embedded"
+
+
+def stream_all(srv: harness.ServerProcess, its: list[Item], speed: float, parallel: int
+               ) -> list[str]:
+    """Each item's joined finals, ``parallel`` streams at a time."""
+    from whisperwire.client.stream import paced, stream_chunks
+    from whisperwire.server import wire
+
+    async def one(it: Item) -> str:
+        pcm = (np.clip(it.audio, -1, 1) * 32767).astype("<i2").tobytes()
+        params = wire.ListenParams(language=None if it.language == "en" else it.language)
+        res = await stream_chunks(srv.url, paced(pcm, params, speed), params, close_timeout=600)
+        return res.text
+
+    async def all_() -> list[str]:
+        sem = asyncio.Semaphore(parallel)
+
+        async def gated(it: Item) -> str:
+            async with sem:
+                return await one(it)
+
+        return await asyncio.gather(*(gated(it) for it in its))
+
+    return asyncio.run(all_())
+
+
+def run(name: str, modes: list[str], parallel: int, threads: int, only: str | None,
+        server_args: tuple[str, ...] = ()) -> dict:
+    its = [it for it in items() if not only or only in it.name]
+    out: dict = {"name": name, "machine": harness.machine(), "server_args": list(server_args),
+                 "parallel": parallel, "files": {}}
+    for it in its:
+        ref = score_units(it.reference, it.language)
+        off = errors(ref, score_units(offline(it, threads), it.language))
+        out["files"][it.name] = {"seconds": len(it.audio) / 16000, "offline": off}
+        print(f"offline {it.name}: {off['wer'] * 100:.1f} %", flush=True)
+    for mode in modes:
+        speed, n = {"realtime": (1.0, parallel), "flat": (0.0, 1), "flat4": (0.0, 4)}[mode]
+        with harness.server(8, server_args) as srv:
+            texts = stream_all(srv, its, speed, n)
+        for it, text in zip(its, texts):
+            e = errors(score_units(it.reference, it.language), score_units(text, it.language))
+            e["text"] = text
+            out["files"][it.name][mode] = e
+            print(f"{mode} {it.name}: {e['wer'] * 100:.1f} %", flush=True)
+    return out
+
+
+def markdown(out: dict, modes: list[str]) -> str:
+    m = out["machine"]
+    lines = [
+        f"# {out['name']}",
+        "",
+        f"Machine: {m['cpus']} CPUs ({m['cpu_model']}), CTranslate2 {m['ctranslate2']}. "
+        f"Model: embedded tiny.en int8. Offline: faster-whisper beam 5 on the whole file. "
+        f"realtime: {out['parallel']} stream(s) at a time at real-time pace; flat: one stream "
+        f"as fast as the socket takes it; flat4: four flat-out streams at once."
+        + (f" Server args: {' '.join(out['server_args'])}." if out["server_args"] else ""),
+        "",
+        "WER % of finals (Δ to offline in points) · tail delivered · adjacent repeats not in "
+        "the reference · longest run of reference words missing.",
+        "",
+        "| file | s | offline | " + " | ".join(modes) + " |",
+        "|---|---|---|" + "---|" * len(modes),
+    ]
+    tot: dict[str, list[float]] = {k: [] for k in ["offline", *modes]}
+    for name, f in out["files"].items():
+        off = f["offline"]["wer"] * 100
+        cells = []
+        for mode in modes:
+            e = f.get(mode)
+            if e is None:
+                cells.append("–")
+                continue
+            w = e["wer"] * 100
+            tot[mode].append(w)
+            cells.append(f"{w:.1f} ({w - off:+.1f}) · {'✓' if e['tail'] else '✗'} · "
+                         f"{e['repeats']} · {e['longest_missing']}")
+        tot["offline"].append(off)
+        lines.append(f"| {name} | {f['seconds']:.0f} | {off:.1f} | " + " | ".join(cells) + " |")
+    means = " | ".join(f"{np.mean(tot[m]):.1f}" if tot[m] else "–" for m in modes)
+    lines.append(f"| **mean** | | {np.mean(tot['offline']):.1f} | {means} |")
+    return "\n".join(lines) + "\n"
+
+
+def write(out: dict, modes: list[str], where: Path = RESULTS) -> str:
+    where.mkdir(parents=True, exist_ok=True)
+    (where / f"{out['name']}.json").write_text(json.dumps(out, indent=1, ensure_ascii=False))
+    md = markdown(out, modes)
+    (where / f"{out['name']}.md").write_text(md)
+    return md
