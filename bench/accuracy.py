@@ -93,7 +93,7 @@ def errors(ref: list[str], hyp: list[str]) -> dict:
 def offline(item: Item, threads: int) -> str:
     from faster_whisper import WhisperModel
 
-    from whisperwire.server.engine import resolve_model
+    from whisperwire.server.models import resolve_model
 
     global _MODEL
     if "_MODEL" not in globals():

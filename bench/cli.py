@@ -21,7 +21,7 @@ def offline_reference(audio: np.ndarray, threads: int) -> tuple[list[tuple[str, 
     seconds a greedy decode (no word timestamps) costs."""
     from faster_whisper import WhisperModel
 
-    from whisperwire.server.engine import resolve_model
+    from whisperwire.server.models import resolve_model
 
     m = WhisperModel(resolve_model("embedded"), device="cpu", compute_type="int8",
                      cpu_threads=threads)

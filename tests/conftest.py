@@ -94,7 +94,7 @@ def offline_model():
     """The same embedded model, loaded for offline reference decodes."""
     from faster_whisper import WhisperModel
 
-    from whisperwire.server.engine import resolve_model
+    from whisperwire.server.models import resolve_model
 
     return WhisperModel(resolve_model("embedded"), device="cpu", compute_type="int8")
 

@@ -144,7 +144,7 @@ def test_with_no_worker_left_decodes_fail_health_says_why_and_a_restart_brings_i
     import shutil
 
     from whisperwire.server.decoding import DecodeRequest
-    from whisperwire.server.engine import resolve_model
+    from whisperwire.server.models import resolve_model
 
     model = tmp_path / "model"
     shutil.copytree(resolve_model("embedded"), model)

@@ -365,3 +365,19 @@ def test_the_next_utterance_hears_the_previous_one_as_context():
     second = [r for r in dec.requests if r.offset + r.duration > truth[6][2]]
     assert second and second[0].offset < truth[5][2], "the window reaches back into utterance 1"
     assert second[0].prefix.split()[-1] == "w5"
+
+
+def test_audio_after_abandon_starts_afresh():
+    """The engine gave up mid-utterance: later audio must not trip over the dropped state."""
+    audio, truth = make_stream(10)
+    s = StreamSession(StreamOptions(), energy_vad())
+    half = len(audio) // 2
+    s.feed_audio(audio[:half])
+    s.abandon()
+    assert s.flushed
+    s.feed_audio(audio[half:])  # raised IndexError: the VAD was still inside an utterance
+    s.finish()
+    dec = ScriptedDecoder(truth)
+    while (req := s.next_decode()) is not None:
+        s.decoded(req.id, dec(req))
+    assert s.flushed
