@@ -63,6 +63,8 @@ class ServerConfig:
     status_interval_s: float = 1.0
     max_errors: int = 20  # client errors within 10 s: then too_many_errors, closed (1000)
     max_pending_messages: int = 2000  # to a client that does not read, before it is dropped
+    # speech a session may hold undecoded before the server stops reading its socket
+    max_backlog_s: float = 20.0
     send_timeout_s: float = 10.0  # one message that long unsent: the client is not reading
     web_dir: Path | None = None
 

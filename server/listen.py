@@ -80,6 +80,7 @@ class ListenConnection:
         self.phase = Phase.LISTENING
         self.decode_failed = False
         self.wake = asyncio.Event()
+        self.progress = asyncio.Event()  # a decode finished (the backlog may have shrunk)
         self.stop_reading = asyncio.Event()
         self.stop_reason = "server_shutdown"
         self.outbox = Outbox(config.max_pending_messages)
@@ -174,6 +175,7 @@ class ListenConnection:
         """Take messages until the stream ends; returns why it ended."""
         self._t0 = time.monotonic()
         while True:
+            await self._room()
             try:
                 msg = await self._receive()
             except (WebSocketDisconnect, RuntimeError):
@@ -195,6 +197,19 @@ class ListenConnection:
                 if self._too_many_errors():
                     self.send(wire.Error("too_many_errors", "too many bad messages; closing"))
                     return "too_many_errors"
+
+    async def _room(self) -> None:
+        """Stop reading while more speech waits for the decoder than ``max_backlog_s``: the
+        socket then pushes back on the client (TCP flow control), so a session's memory and
+        lag stay bounded at any input rate, and nothing it sent is dropped."""
+        limit = self.config.max_backlog_s
+        while self.session.backlog > limit and not self.stop_reading.is_set():
+            self.progress.clear()
+            waits = {asyncio.ensure_future(self.progress.wait()),
+                     asyncio.ensure_future(self.stop_reading.wait())}
+            _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            for w in pending:
+                w.cancel()
 
     def _take(self, msg: dict) -> bool:
         """One message from the speaker; True for ``close``. Raises ClientError."""
@@ -257,6 +272,7 @@ class ListenConnection:
                 continue
             failures = 0
             self.session.decoded(req.id, result)
+            self.progress.set()
             self._publish(self.session.events())
 
     def _give_up(self) -> None:

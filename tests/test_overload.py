@@ -44,10 +44,47 @@ def test_lag_stays_bounded_and_text_complete():
         res = run(stream_chunks(srv.url, paced(s16(audio), params, 3.0), params))
     lags = [m.lag for m in res.of_type(wire.Status)]
     assert lags, "status events report the lag"
-    bound = cfg.stream.max_window_ms / 1000 + 3 * cfg.engine.max_batch
+    # what the slowed decoder cannot take yet (the backlog) plus one window being decoded
+    bound = cfg.max_backlog_s + cfg.stream.max_window_ms / 1000
     assert max(lags) < bound, f"lag {max(lags):.1f}s"
     # captions got coarser: fewer, longer finals than audio steps would give
     finals = res.finals
     assert len(finals) < len(audio) / 16000 / (cfg.stream.step_ms / 1000) / 2
     assert wer(ref, res.text) <= 0.12
+    assert isinstance(res.messages[-1][2], wire.Closed)
+
+
+@pytest.mark.timeout(300)
+def test_flat_out_short_utterances_keep_memory_and_lag_bounded():
+    """Short utterances pushed as fast as the socket takes them, into a slowed decoder: the
+    server stops reading once ``max_backlog_s`` of speech waits (the client is held back by
+    TCP), status reports the backlog, and every clip still arrives once."""
+    import csv
+    import difflib
+
+    from conftest import SPEECH
+    from whisperwire.server.wer import normalize
+
+    names = ["en-06.wav", "en-05.wav"]
+    with open(SPEECH / "real" / "references.tsv", newline="") as f:
+        refs = {r["file"]: r["reference"] for r in csv.DictReader(f, delimiter="\t")}
+    audio = np.concatenate([load16k(f"real/{n}") for n in names])  # 97 s, ~30 utterances
+    ref = " ".join(refs[n] for n in names)
+    cfg = ServerConfig(status_interval_s=0.25, max_backlog_s=6.0)
+    engine = SlowEngine(cfg.engine)
+    engine.delay = 0.4
+    with LiveServer(cfg, engine) as srv:
+        params = wire.ListenParams()
+        res = run(stream_chunks(srv.url, paced(s16(audio), params, 0.0), params,
+                                close_timeout=240))
+    status = res.of_type(wire.Status)
+    assert max(m.backlog for m in status) <= cfg.max_backlog_s + 1.0
+    assert max(m.lag for m in status) <= cfg.max_backlog_s + cfg.stream.max_window_ms / 1000
+    hyp, want = normalize(res.text), normalize(ref)
+    hit = [False] * len(want)
+    for b in difflib.SequenceMatcher(None, want, hyp, autojunk=False).get_matching_blocks():
+        hit[b.a : b.a + b.size] = [True] * b.size
+    longest = max(len(r) for r in "".join("x" if not h else " " for h in hit).split(" "))
+    assert longest <= 3, "a stretch of speech was lost"
+    assert wer(ref, res.text) <= 0.35
     assert isinstance(res.messages[-1][2], wire.Closed)
