@@ -88,8 +88,10 @@ def _serve(args: argparse.Namespace) -> int:
             cpu_threads=args.cpu_threads,
             max_batch=args.max_batch,
             encoder_granularity_s=args.encoder_granularity,
+            beam_size=args.beam_size,
         ),
-        stream=StreamOptions(step_ms=args.step_ms, overlap_ms=args.overlap_ms),
+        stream=StreamOptions(step_ms=args.step_ms, overlap_ms=args.overlap_ms,
+                             holdback_ms=args.holdback_ms),
         vad=VadOptions(aggressiveness=args.vad_aggressiveness),
     )
     tls = {"ssl_certfile": args.tls_cert, "ssl_keyfile": args.tls_key} if args.tls_cert else {}
@@ -136,6 +138,9 @@ def _client_parser(sub, name: str, help: str, speaker: bool):  # type: ignore[no
 
 
 def _serve_parser(sub) -> None:  # type: ignore[no-untyped-def]
+    from .engine import EngineOptions
+    from .session import StreamOptions
+
     s = sub.add_parser("serve", help="run the captioning server",
                        description="Run the captioning server.", formatter_class=_Help)
     s.add_argument("--host", default="127.0.0.1", help="address to listen on")
@@ -150,9 +155,14 @@ def _serve_parser(sub) -> None:  # type: ignore[no-untyped-def]
                         "bfloat16 | float32")
     s.add_argument("--cpu-threads", type=int, default=0, help="decoder threads (0: all cores)")
     s.add_argument("--max-batch", type=int, default=8, help="windows decoded together")
-    s.add_argument("--step-ms", type=int, default=500, help="re-decode after this much new speech")
-    s.add_argument("--overlap-ms", type=int, default=3000,
+    s.add_argument("--step-ms", type=int, default=StreamOptions.step_ms,
+                   help="re-decode after this much new speech")
+    s.add_argument("--overlap-ms", type=int, default=StreamOptions.overlap_ms,
                    help="committed audio kept in the window as context")
+    s.add_argument("--holdback-ms", type=int, default=StreamOptions.holdback_ms,
+                   help="words ending this close to the window's end wait for the next decode")
+    s.add_argument("--beam-size", type=int, default=EngineOptions.beam_size,
+                   help="beam of partial decodes (careful decodes for finals use 5)")
     s.add_argument("--encoder-granularity", type=float, default=2.0,
                    help="encoder input = window rounded up to N s, plus N s (0: always 30 s)")
     s.add_argument("--vad-aggressiveness", type=int, default=2, choices=range(4),

@@ -48,7 +48,9 @@ class StreamOptions:
     step_ms: int = 500  # decode again after this much new speech
     min_window_ms: int = 300  # too little audio to say anything about
     commit_after_ms: int = 1500  # hypotheses of shorter windows are shown, never committed
-    overlap_ms: int = 3000  # committed audio kept in the window (as decoder prefix)
+    # committed audio kept in the window (as decoder prefix): Whisper-tiny gets hard speech
+    # (accents, children, short clips) right far more often with several seconds before it
+    overlap_ms: int = 8000
     careful_context_ms: int = 10000  # the same for careful decodes (finals without agreement)
     # A window this long commits all but its last ``stall_keep_ms`` even without agreement: this
     # bounds both the cost of a decode and a session's lag when the decoder falls behind.
@@ -56,7 +58,7 @@ class StreamOptions:
     stall_keep_ms: int = 3000
     # words ending this close to the window's end are never committed by agreement: Whisper's
     # last words are the ones it most often changes once it hears what follows
-    holdback_ms: int = 0
+    holdback_ms: int = 300
     # a ``finalize`` waits until the utterance holds this much audio past the committed point:
     # Whisper invents words ("Thank you.") for slivers of audio decoded on their own
     min_final_ms: int = 1000
@@ -88,6 +90,22 @@ def loop_start(prefix: list[str], keys: list[str]) -> int:
                 continue
             return max(0, p - n0)
     return len(keys)
+
+
+def repeated_head(prefix: list[str], keys: list[str]) -> int:
+    """How many of the first new units only finish saying again a phrase of three or more
+    units that ends the prefix ("... what I call home. I" then "call home."): Whisper
+    re-reading what is already final, over a pause."""
+    seq = prefix + keys
+    n0 = len(prefix)
+    head = 0
+    for p in range(max(1, n0 - 12), n0 + 1):
+        for length in range(max(3, n0 - p + 1), p + 1):
+            if p + length > len(seq):
+                break
+            if seq[p : p + length] == seq[p - length : p]:
+                head = max(head, p + length - n0)
+    return head
 
 
 class _Run:
@@ -403,7 +421,10 @@ class StreamSession:
         if len(out) - n >= 2:
             out = out[:n]
         keys = [unit_key(w.word) for w in out]
-        cut = loop_start([unit_key(x) for x in req.prefix.split()], keys)
+        prefix = [unit_key(x) for x in req.prefix.split()]
+        skip = repeated_head(prefix, keys)
+        out, keys = out[skip:], keys[skip:]
+        cut = loop_start(prefix, keys)
         trimmed = cut < len(keys) or len(out) < len(r.words)
         if not trimmed and r.compression_ratio > o.compression_ratio_threshold:
             return [], True  # repetitive, and no loop found to cut away: nothing to trust

@@ -122,9 +122,10 @@ def test_windows_stay_bounded_and_skip_committed_audio():
     drive(s, dec, audio)
     longest = max(r.duration for r in dec.requests)
     assert longest <= opt.max_window_ms / 1000
-    # the decoder sees each sample only a few times, not once per step for the whole utterance
+    # the decoder sees each sample once per step while it is in the overlap, not once per
+    # step for the whole utterance
     decoded = sum(r.duration for r in dec.requests)
-    assert decoded < 12 * len(audio) / SR
+    assert decoded < (opt.overlap_ms + 2000) / opt.step_ms * len(audio) / SR
 
 
 def test_finalize_mid_utterance_flushes_everything_heard():
@@ -381,3 +382,19 @@ def test_audio_after_abandon_starts_afresh():
     while (req := s.next_decode()) is not None:
         s.decoded(req.id, dec(req))
     assert s.flushed
+
+
+@pytest.mark.parametrize(
+    "prefix, text, skip",
+    [
+        ("now what i call home i", "call home what did you", 2),
+        ("now what i call home", "i call home what did", 3),
+        ("now what i call home", "what did you go to", 0),
+        ("it was very", "very good", 0),
+        ("the the", "the end", 0),
+    ],
+)
+def test_repeated_head(prefix, text, skip):
+    from whisperwire.server.session import repeated_head
+
+    assert repeated_head(prefix.split(), text.split()) == skip
