@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import csv
-import difflib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,24 +68,13 @@ def score_units(text: str, language: str) -> list[str]:
 
 
 def errors(ref: list[str], hyp: list[str]) -> dict:
-    from whisperwire.server.wer import word_errors
+    from whisperwire.server.wer import extra_repeats, longest_missing, word_errors
 
-    sm = difflib.SequenceMatcher(None, ref, hyp, autojunk=False)
-    matched = [False] * len(ref)
-    for b in sm.get_matching_blocks():
-        for k in range(b.size):
-            matched[b.a + k] = True
-    longest = run = 0
-    for m in matched:
-        run = 0 if m else run + 1
-        longest = max(longest, run)
-    ref_pairs = set(zip(ref, ref[1:]))
-    repeats = sum(1 for a, b in zip(hyp, hyp[1:]) if a == b and (a, b) not in ref_pairs)
     return {
         "wer": word_errors(ref, hyp) / max(1, len(ref)),
         "tail": hyp[-2:] == ref[-2:],
-        "repeats": repeats,
-        "longest_missing": longest,
+        "repeats": len(extra_repeats(ref, hyp)),
+        "longest_missing": longest_missing(ref, hyp),
     }
 
 

@@ -28,6 +28,11 @@ def load16k(name: str) -> np.ndarray:
     return read_audio(str(SPEECH / name), 16000).astype(np.float32) / 32768.0
 
 
+def s16(x: np.ndarray) -> bytes:
+    """float32 audio as the pcm_s16le a client sends."""
+    return (np.clip(x, -1, 1) * 32767).astype("<i2").tobytes()
+
+
 def espeak(text: str, rate: int = 16000) -> np.ndarray:
     """Synthetic speech from espeak-ng, as float32 at ``rate``."""
     exe = shutil.which("espeak-ng")
@@ -89,6 +94,12 @@ def live_server():
         yield s
 
 
+@pytest.fixture(scope="module")
+def engine(live_server):
+    """The shared server's loaded engine (for tests that decode directly)."""
+    return live_server.app.state.engine
+
+
 @pytest.fixture(scope="session")
 def offline_model():
     """The same embedded model, loaded for offline reference decodes."""
@@ -97,6 +108,21 @@ def offline_model():
     from whisperwire.server.models import resolve_model
 
     return WhisperModel(resolve_model("embedded"), device="cpu", compute_type="int8")
+
+
+async def read_all(ws) -> list:  # type: ignore[no-untyped-def]
+    """Every message a websocket receives until it closes, decoded."""
+    import websockets
+
+    from whisperwire.server import wire
+
+    out = []
+    try:
+        async for m in ws:
+            out.append(wire.decode(m))
+    except websockets.ConnectionClosed:
+        pass
+    return out
 
 
 def run(coro):  # type: ignore[no-untyped-def]

@@ -14,41 +14,25 @@ import json
 import numpy as np
 import pytest
 
-from conftest import SPEECH, load16k, references, run
+from conftest import SPEECH, load16k, references, run, s16
 from whisperwire.client.stream import stream_pcm
 from whisperwire.server import wire
 from whisperwire.server.decoding import DecodeRequest
-from whisperwire.server.wer import normalize, wer
+from whisperwire.server.wer import extra_repeats, normalize, wer
+from whisperwire.server.wer import longest_missing as longest_missing_words
 
 pytestmark = pytest.mark.e2e
 
 LJ = [f"LJ001-{i:04d}.wav" for i in range(1, 9)]
 
 
-def s16(x: np.ndarray) -> bytes:
-    return (np.clip(x, -1, 1) * 32767).astype("<i2").tobytes()
-
 
 def repeats(text: str, reference: str) -> list[str]:
-    """Adjacent repeated words that the reference does not have."""
-    hyp, ref = normalize(text), normalize(reference)
-    pairs = set(zip(ref, ref[1:]))
-    return [a for a, b in zip(hyp, hyp[1:]) if a == b and (a, b) not in pairs]
+    return extra_repeats(normalize(reference), normalize(text))
 
 
 def longest_missing(text: str, reference: str) -> int:
-    import difflib
-
-    ref, hyp = normalize(reference), normalize(text)
-    hit = [False] * len(ref)
-    for b in difflib.SequenceMatcher(None, ref, hyp, autojunk=False).get_matching_blocks():
-        for k in range(b.size):
-            hit[b.a + k] = True
-    best = cur = 0
-    for h in hit:
-        cur = 0 if h else cur + 1
-        best = max(best, cur)
-    return best
+    return longest_missing_words(normalize(reference), normalize(text))
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,8 @@ from __future__ import annotations
 import asyncio
 
 import httpx
-import numpy as np
 import pytest
-from conftest import LiveServer, load16k, run
+from conftest import LiveServer, load16k, read_all, run, s16
 from subtitle_check import check_cues
 from viewing import speak, still_open, view
 from whisperwire.server import wire
@@ -19,13 +18,6 @@ from whisperwire.server.hub import Hub
 pytestmark = pytest.mark.e2e
 
 
-def s16(x: np.ndarray) -> bytes:
-    return (np.clip(x, -1, 1) * 32767).astype("<i2").tobytes()
-
-
-@pytest.fixture(scope="module")
-def engine(live_server):
-    return live_server.app.state.engine
 
 
 def finals(msgs):
@@ -102,13 +94,7 @@ def test_a_second_live_speaker_is_refused(live_server):
         async with websockets.connect(f"{live_server.url}/v1/listen?session={sid}") as ws:
             await ws.recv()
             async with websockets.connect(f"{live_server.url}/v1/listen?session={sid}") as other:
-                msgs = []
-                try:
-                    async for m in other:
-                        msgs.append(wire.decode(m))
-                except websockets.ConnectionClosed:
-                    pass
-                return msgs, other.close_code
+                return await read_all(other), other.close_code
 
     msgs, code = run(go())
     assert msgs[0].code == "session_taken" and code == 1008

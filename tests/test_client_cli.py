@@ -14,7 +14,7 @@ from argparse import Namespace
 
 import numpy as np
 import pytest
-from conftest import ROOT, SPEECH, LiveServer, load16k
+from conftest import LiveServer, ROOT, SPEECH, load16k, s16
 from whisperwire.client import captions, mic
 from whisperwire.client.connect import ClientFault, check_output, ws_url
 from whisperwire.client.stream import paced, stream_chunks
@@ -37,9 +37,6 @@ def said_plainly(r: subprocess.CompletedProcess, *words: str) -> None:
     for w in words:
         assert w in r.stderr, r.stderr
 
-
-def s16(x: np.ndarray) -> bytes:
-    return (np.clip(x, -1, 1) * 32767).astype("<i2").tobytes()
 
 
 # -- before connecting: files, URLs, --output --------------------------------------------------

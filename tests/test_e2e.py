@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import SPEECH, load16k, references, run
+from conftest import SPEECH, load16k, references, run, s16
 from whisperwire.client.stream import StreamResult, stream_pcm
 from whisperwire.server import wire
 from whisperwire.server.audio import Resampler
@@ -24,9 +24,6 @@ JFK_BOUND = 0.15
 FILES = ["jfk.wav", "LJ001-0001.wav", "LJ001-0002.wav", "LJ001-0003.wav", "LJ001-0004.wav",
          "LJ001-0005.wav", "LJ001-0006.wav"]
 
-
-def s16(x: np.ndarray) -> bytes:
-    return (np.clip(x, -1, 1) * 32767).astype("<i2").tobytes()
 
 
 def at_rate(x16k: np.ndarray, rate: int) -> np.ndarray:

@@ -7,9 +7,8 @@ import asyncio
 import json
 
 import httpx
-import numpy as np
 import pytest
-from conftest import LiveServer, load16k, run
+from conftest import LiveServer, load16k, read_all, run, s16
 from viewing import speak, view
 from whisperwire.server import wire
 from whisperwire.server.app import ServerConfig
@@ -17,13 +16,6 @@ from whisperwire.server.app import ServerConfig
 pytestmark = pytest.mark.e2e
 
 
-def s16(x: np.ndarray) -> bytes:
-    return (np.clip(x, -1, 1) * 32767).astype("<i2").tobytes()
-
-
-@pytest.fixture(scope="module")
-def engine(live_server):
-    return live_server.app.state.engine
 
 
 class FailsAfter:
@@ -61,13 +53,7 @@ def test_decoding_that_keeps_failing_ends_the_session_and_keeps_the_transcript(e
                     pass  # the server gave up while we were still talking
 
                 async def rest():
-                    out = []
-                    try:
-                        async for m in ws:
-                            out.append(wire.decode(m))
-                    except websockets.ConnectionClosed:
-                        pass
-                    return out
+                    return await read_all(ws)
 
                 msgs = await asyncio.wait_for(rest(), 30)  # the server must end it
                 return msgs, ws.close_code

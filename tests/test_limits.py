@@ -6,9 +6,8 @@ import asyncio
 import json
 
 import httpx
-import numpy as np
 import pytest
-from conftest import LiveServer, load16k, run
+from conftest import LiveServer, load16k, read_all, run, s16
 from viewing import view
 from whisperwire.client.stream import paced, stream_chunks
 from whisperwire.server import wire
@@ -18,26 +17,12 @@ from whisperwire.server.auth import load_token_file
 pytestmark = pytest.mark.e2e
 
 
-def s16(x):
-    return (np.clip(x, -1, 1) * 32767).astype("<i2").tobytes()
-
-
-@pytest.fixture(scope="module")
-def engine(live_server):
-    return live_server.app.state.engine  # the loaded model, shared
-
 
 async def first_and_close(url: str, headers=None):
     import websockets
 
-    msgs = []
     async with websockets.connect(url, additional_headers=headers or {}) as ws:
-        try:
-            async for m in ws:
-                msgs.append(wire.decode(m))
-        except websockets.ConnectionClosed:
-            pass
-        return msgs, ws.close_code
+        return await read_all(ws), ws.close_code
 
 
 def test_max_sessions_refuses_clearly(engine):

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import LiveServer, load16k, references, run
+from conftest import LiveServer, load16k, references, run, s16
 from whisperwire.client.stream import paced, stream_chunks
 from whisperwire.server import wire
 from whisperwire.server.app import ServerConfig
@@ -27,9 +27,6 @@ from whisperwire.server.wer import wer
 
 pytestmark = pytest.mark.e2e
 
-
-def s16(x):
-    return (np.clip(x, -1, 1) * 32767).astype("<i2").tobytes()
 
 
 def test_parse_devices():

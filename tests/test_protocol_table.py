@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import load16k, references, run
+from conftest import load16k, references, run, s16
 from whisperwire.client.stream import paced, stream_chunks
 from whisperwire.server import wire
 from whisperwire.server.wer import wer
@@ -25,9 +25,6 @@ def jfk() -> np.ndarray:
         JFK = load16k("jfk.wav")
     return JFK
 
-
-def s16(x):
-    return (np.clip(x, -1, 1) * 32767).astype("<i2").tobytes()
 
 
 # (query, frames sent before the speech, expected error codes, session survives)

@@ -13,9 +13,8 @@ import sys
 import time
 
 import httpx
-import numpy as np
 import pytest
-from conftest import load16k, run
+from conftest import load16k, run, s16
 from viewing import speak, view
 from whisperwire.server import wire
 
@@ -24,9 +23,6 @@ pytestmark = pytest.mark.e2e
 TOKEN = "T0k3n-s3cret-xyz"
 HANDSHAKE_S = 1.0
 
-
-def s16(x: np.ndarray) -> bytes:
-    return (np.clip(x, -1, 1) * 32767).astype("<i2").tobytes()
 
 
 def _free_port() -> int:

@@ -10,7 +10,7 @@ import sys
 import httpx
 import numpy as np
 import pytest
-from conftest import SPEECH, load16k, references, run
+from conftest import SPEECH, load16k, references, run, s16
 from subtitle_check import check_cues
 from viewing import view
 from whisperwire.client.stream import paced, stream_chunks
@@ -19,9 +19,6 @@ from whisperwire.server.wer import wer
 
 pytestmark = pytest.mark.e2e
 
-
-def s16(x: np.ndarray) -> bytes:
-    return (np.clip(x, -1, 1) * 32767).astype("<i2").tobytes()
 
 
 def test_viewers_get_the_same_finals_and_a_slow_one_holds_nobody_up(live_server):
