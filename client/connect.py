@@ -35,17 +35,22 @@ class ClientFault(Exception):
 
 
 def ws_url(url: str) -> str:
-    """``ws://`` and ``wss://`` as given; ``http(s)://`` mapped to ``ws(s)://`` (the same
-    server answers both); ``HOST:PORT`` without a scheme gets ``ws://``. Raises ClientFault for
-    anything else."""
+    """``ws://`` and ``wss://`` as given; ``HOST:PORT`` without a scheme gets ``ws://``.
+    Raises ClientFault for anything else, with the address to use instead: an ``http://`` URL
+    is the browser page's address, and a client that quietly rewrote it would hide which of
+    the two the user meant."""
     url = url.strip()
     if "://" not in url:
         url = "ws://" + url
     parts = urlsplit(url)
-    scheme = {"ws": "ws", "wss": "wss", "http": "ws", "https": "wss"}.get(parts.scheme.lower())
-    if scheme is None or not parts.hostname:
+    scheme = parts.scheme.lower()
+    if scheme in ("http", "https") and parts.hostname:
+        ws = urlunsplit(({"http": "ws", "https": "wss"}[scheme], parts.netloc, parts.path, "", ""))
+        raise ClientFault(f"--url {url!r} is the browser page's address; the streaming client "
+                          f"connects to the WebSocket: --url {ws}")
+    if scheme not in ("ws", "wss") or not parts.hostname:
         raise ClientFault(f"--url {url!r} is not a server address; expected ws://HOST:PORT "
-                          "(or wss://, http://, https://), e.g. ws://127.0.0.1:8765")
+                          "(or wss://), e.g. ws://127.0.0.1:8765")
     return urlunsplit((scheme, parts.netloc, parts.path, "", ""))
 
 
