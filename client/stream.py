@@ -97,7 +97,9 @@ async def stream_chunks(
     sent = 0
     t0 = time.monotonic()
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with websockets.connect(full, max_size=None, open_timeout=30,
+    # No keepalive timeout: a speaker faster than the decoder is held back by TCP, and a ping
+    # then waits behind its own audio; the audio flowing is the sign of life.
+    async with websockets.connect(full, max_size=None, open_timeout=30, ping_timeout=None,
                                   additional_headers=headers) as ws:
 
         async def reader() -> None:

@@ -313,7 +313,8 @@ class Engine:
             for t, p, x in zip(toks, prev, pre)
         ]
         results: list[tuple[list[int], float, float]] = []
-        for i, (g, t) in enumerate(zip(self._generate(enc, prompts, 0.0, plan), toks)):
+        gen = self._generate(enc, prompts, 0.0, plan, [len(x) for x in pre])
+        for i, (g, t) in enumerate(zip(gen, toks)):
             tokens, avg_lp, nsp = g
             if plan.fallback and self._needs_fallback(t, tokens, avg_lp, nsp):
                 st.fallbacks += 1
@@ -343,8 +344,10 @@ class Engine:
             ]
         return out
 
-    def _generate(self, enc: Any, prompts: list[list[int]], temperature: float, plan: _Plan
-                  ) -> list[tuple]:
+    def _generate(self, enc: Any, prompts: list[list[int]], temperature: float, plan: _Plan,
+                  n_prefix: list[int] | None = None) -> list[tuple]:
+        """Decode a batch; ``n_prefix`` (forced tokens each result starts with) lets every item
+        stop at its own cap, ``plan.max_new`` new tokens, whatever its batch-mates' prompts."""
         kw: dict[str, Any] = (
             {"beam_size": plan.beam}
             if temperature == 0
@@ -361,8 +364,10 @@ class Engine:
             **kw,
         )
         out = []
-        for r in res:
+        for i, r in enumerate(res):
             tokens = r.sequences_ids[0]
+            if n_prefix is not None:
+                tokens = tokens[: n_prefix[i] + plan.max_new]
             out.append((tokens, r.scores[0] * len(tokens) / (len(tokens) + 1), r.no_speech_prob))
         return out
 

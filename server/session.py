@@ -310,8 +310,11 @@ class StreamSession:
 
     def _context_start(self, u: _Run, ms: int) -> int:
         """Where a window with ``ms`` of committed context starts: at the first committed word
-        of the last ``ms`` whose audio is still held, and never after the window start."""
-        start, end = u.window_start, u.buffer.committed_end
+        of the ``ms`` before the window start (or the last final, if later) whose audio is still
+        held, and never after the window start. Measured from the window, not from the last
+        word: a window that moved on past audio without words leaves old words behind."""
+        start = u.window_start
+        end = max(u.buffer.committed_end, u.window_start / MODEL_RATE)
         for w in reversed(u.buffer.committed):
             s = int((w.start - 0.05) * MODEL_RATE)
             if end - w.start > ms / 1000 or s < u.base:

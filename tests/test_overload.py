@@ -34,7 +34,7 @@ def test_lag_stays_bounded_and_text_complete():
              "LJ001-0005.wav", "LJ001-0006.wav", "LJ001-0007.wav"]
     audio = np.concatenate([load16k(f) for f in files])  # ~55 s, long utterances
     ref = " ".join(references()[f] for f in files)
-    cfg = ServerConfig(status_interval_s=0.5)
+    cfg = ServerConfig(status_interval_s=0.5, max_backlog_s=10.0)
     with LiveServer(cfg, SlowEngine(cfg.engine)) as srv:
         params = wire.ListenParams()
         # 3x real time: the decoder (>= 1.2 s a batch) cannot keep up with 0.5 s steps

@@ -398,3 +398,26 @@ def test_repeated_head(prefix, text, skip):
     from whisperwire.server.session import repeated_head
 
     assert repeated_head(prefix.split(), text.split()) == skip
+
+
+def test_windows_stay_bounded_when_a_long_run_holds_no_words():
+    """Words, then a minute of noise bursts the VAD passes and Whisper finds no words in (one
+    run: the gaps are short). Careful windows reach back from the window, not from the last
+    word, so neither they nor the audio held grow with the noise."""
+    words, truth = make_stream(10, lead_s=0.5)
+    rng = np.random.default_rng(2)
+    noise = [np.concatenate([(0.3 * rng.standard_normal(6400)).astype(np.float32),
+                             np.zeros(16000, np.float32)]) for _ in range(50)]
+    audio = np.concatenate([words[: -16000], *noise])
+    s = StreamSession(StreamOptions(), energy_vad())
+    dec = ScriptedDecoder(truth)
+    held = []
+    for i in range(0, len(audio), 1600):
+        s.feed_audio(audio[i : i + 1600])
+        while (req := s.next_decode()) is not None:
+            s.decoded(req.id, dec(req))
+        held += [u.length for u in s._utts]
+    o = s.opt
+    longest = max(r.duration for r in dec.requests)
+    assert longest <= (o.max_window_ms + o.careful_context_ms) / 1000 + 0.1
+    assert max(held) / SR <= (o.max_window_ms + o.careful_context_ms) / 1000 + 1.0
