@@ -410,7 +410,12 @@ class StreamSession:
         """The result's words in stream time, minus Whisper's known inventions; and whether
         the guards rejected the decode as a whole (a loop they could not cut away)."""
         o = self.opt
-        if r.no_speech_prob > o.no_speech_threshold and r.avg_logprob < o.logprob_threshold:
+        if r.no_speech_prob > o.no_speech_threshold and (
+            r.avg_logprob < o.logprob_threshold
+            # beam search can make a hallucination on noise ("you") look likely as a whole;
+            # its words stay unlikely one by one
+            or (r.words and max(w.probability for w in r.words) < 0.5)
+        ):
             return [], False  # Whisper itself says this is not speech
         out = []
         for w in r.words:

@@ -421,3 +421,14 @@ def test_windows_stay_bounded_when_a_long_run_holds_no_words():
     longest = max(r.duration for r in dec.requests)
     assert longest <= (o.max_window_ms + o.careful_context_ms) / 1000 + 0.1
     assert max(held) / SR <= (o.max_window_ms + o.careful_context_ms) / 1000 + 1.0
+
+
+def test_a_likely_looking_hallucination_on_noise_is_dropped():
+    """Beam search on noise: the text scores well as a whole ("you"), its words do not, and
+    Whisper says no speech."""
+    s = StreamSession(StreamOptions(), energy_vad())
+    req = DecodeRequest(1, np.zeros(32000, np.float32), 0.0, careful=True, final=True)
+    r = DecodeResult((Word(" you", 0.5, 0.9, 0.3),), "you", 0.85, -0.4, 1.0)
+    assert s._accepted_words(req, r, 2.0, 0.0) == ([], False)
+    sure = DecodeResult((Word(" yes", 0.5, 0.9, 0.9),), "yes", 0.85, -0.4, 1.0)
+    assert [w.word for w in s._accepted_words(req, sure, 2.0, 0.0)[0]] == [" yes"]
