@@ -13,6 +13,7 @@ from the finals (a stretch dropped).
 from __future__ import annotations
 
 import asyncio
+import functools
 import csv
 import json
 from dataclasses import dataclass
@@ -78,20 +79,19 @@ def errors(ref: list[str], hyp: list[str]) -> dict:
     }
 
 
-def offline(item: Item, threads: int) -> str:
+@functools.lru_cache(maxsize=1)
+def offline_model(threads: int):  # type: ignore[no-untyped-def]
     from faster_whisper import WhisperModel
 
     from whisperwire.server.models import resolve_model
 
-    global _MODEL
-    if "_MODEL" not in globals():
-        _MODEL = WhisperModel(resolve_model(_MODEL_NAME), device="cpu", compute_type="int8",
-                             cpu_threads=threads)
-    segs, _ = _MODEL.transcribe(item.audio, beam_size=5, language=item.language)
+    return WhisperModel(resolve_model("embedded"), device="cpu", compute_type="int8",
+                        cpu_threads=threads)
+
+
+def offline(item: Item, threads: int) -> str:
+    segs, _ = offline_model(threads).transcribe(item.audio, beam_size=5, language=item.language)
     return " ".join(s.text.strip() for s in segs)
-
-
-_MODEL_NAME = "embedded"
 
 
 def stream_all(srv: harness.ServerProcess, its: list[Item], speed: float, parallel: int

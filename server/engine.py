@@ -255,24 +255,26 @@ class Engine:
         Requests are grouped by everything that shapes one item's decode (encoder length,
         output cap, beam, task, language, prompt length); each group is one CTranslate2 batch.
         So a window decodes to the same text whoever else is in the batch."""
+        # the previous text's tokens do not depend on the language: Whisper's BPE is shared
+        prev = [self._tokenizer(r.task, None).encode(" " + r.prompt.strip())[-self.opt.prompt_tokens:]
+                if r.prompt.strip() and self.opt.prompt_tokens else [] for r in reqs]
         groups: dict[_Plan, list[int]] = {}
         for i, r in enumerate(reqs):
-            groups.setdefault(self._plan(r), []).append(i)
+            groups.setdefault(self._plan(r, len(prev[i])), []).append(i)
         out: list[DecodeResult | None] = [None] * len(reqs)
         t0 = time.perf_counter()
         for plan, idx in groups.items():
-            for i, res in zip(idx, self._decode_group(plan, [reqs[i] for i in idx])):
+            group = self._decode_group(plan, [reqs[i] for i in idx], [prev[i] for i in idx])
+            for i, res in zip(idx, group):
                 out[i] = res
         st = self.stats
         st.batches += 1
         st.items += len(reqs)
         st.decode_seconds += time.perf_counter() - t0
         st.audio_seconds += sum(r.duration for r in reqs)
-        return [r for r in out if r is not None]
+        return out  # type: ignore[return-value]  # every index is in exactly one group
 
-    def _plan(self, r: DecodeRequest) -> _Plan:
-        tok = self._tokenizer(r.task, None if r.language in (None, "auto") else r.language)
-        prev = len(tok.encode(" " + r.prompt.strip())) if r.prompt.strip() else 0
+    def _plan(self, r: DecodeRequest, prompt_len: int) -> _Plan:
         cap_frames = self._frames_for(r.duration, self.opt.encoder_granularity_s or 2.0)
         return _Plan(
             frames=MAX_FRAMES if r.careful else self._frames_for(r.duration),
@@ -283,10 +285,11 @@ class Engine:
             fallback=r.careful or r.final,
             task=r.task,
             language=r.language,
-            prompt_len=min(self.opt.prompt_tokens, prev),
+            prompt_len=prompt_len,
         )
 
-    def _decode_group(self, plan: _Plan, reqs: list[DecodeRequest]) -> list[DecodeResult]:
+    def _decode_group(self, plan: _Plan, reqs: list[DecodeRequest], prev: list[list[int]]
+                      ) -> list[DecodeResult]:
         import ctranslate2
         from faster_whisper.transcribe import get_compression_ratio
 
@@ -302,11 +305,10 @@ class Engine:
         st.encode_seconds += t2 - t1
         langs = self._languages(reqs, enc)
         if len(set(langs)) > 1:  # detected apart: alignment needs one language per batch
-            return [self._decode_group(replace(plan, language=lang), [r])[0]
-                    for r, lang in zip(reqs, langs)]
+            return [self._decode_group(replace(plan, language=lang), [r], [p])[0]
+                    for r, lang, p in zip(reqs, langs, prev)]
         toks = [self._tokenizer(r.task, lang) for r, lang in zip(reqs, langs)]
         k = plan.prompt_len
-        prev = [t.encode(" " + r.prompt.strip())[-k:] if k else [] for t, r in zip(toks, reqs)]
         pre = [t.encode(" " + r.prefix.strip()) if r.prefix.strip() else [] for t, r in zip(toks, reqs)]
         prompts = [
             ([t.sot_prev] + p if k else []) + list(t.sot_sequence) + [t.no_timestamps] + x
