@@ -92,9 +92,12 @@ class WhisperWire:
     """The server's parts (engine, channels, metrics) and its endpoints. Every check on a
     WebSocket runs before it is accepted; one that fails is refused with an ``error``."""
 
-    def __init__(self, config: ServerConfig, engine: Engine | WorkerPool) -> None:
+    def __init__(self, config: ServerConfig, engine: Engine | WorkerPool,
+                 hub: Hub | None = None) -> None:
         self.config, self.engine = config, engine
-        self.hub = Hub(config.transcript_retention_s, config.max_viewers)
+        # one process: the in-process Hub; a cluster passes its own (ray_serve.py)
+        self.hub = hub if hub is not None else Hub(config.transcript_retention_s,
+                                                   config.max_viewers)
         self.metrics = Metrics(engine, lambda: self.hub.live_count,
                                lambda: self.hub.viewer_count)
         self.live: set[ListenConnection] = set()
@@ -283,12 +286,13 @@ async def _hang_up(ws: WebSocket, viewer: Outbox) -> None:
     viewer.drop()
 
 
-def create_app(config: ServerConfig | None = None, engine: Engine | WorkerPool | None = None
-               ) -> Starlette:
-    """The ASGI app. The engine is loaded at startup unless a loaded one is passed in."""
+def create_app(config: ServerConfig | None = None, engine: Engine | WorkerPool | None = None,
+               hub: Hub | None = None) -> Starlette:
+    """The ASGI app. The engine is loaded at startup unless a loaded one is passed in; ``hub``
+    replaces the in-process channels (a cluster's, in :mod:`.ray_serve`)."""
     install_redaction()  # whatever ASGI server runs us, its request lines lose their tokens
     config = config or ServerConfig()
-    server = WhisperWire(config, engine or Engine(config.engine))
+    server = WhisperWire(config, engine or Engine(config.engine), hub)
     app = Starlette(routes=server.routes(config.web_dir or default_web_dir()),
                     lifespan=server.lifespan)
     app.state.config = config
