@@ -1,0 +1,182 @@
+"""How caption text is written, for every script: the rules in one place, pure functions.
+
+Whisper's words carry their own leading spaces, which is right for English and wrong for
+Chinese and Japanese: there, no space separates two characters, and none separates a
+character from an embedded Latin word either (``一个wifi门铃``). Pieces of text that are
+joined later (finals into a line, lines into a transcript) follow the same rule, so no
+output ever has a space between two Han characters. Widths are display columns (a CJK
+character takes two), and a Chinese session's script (simplified or traditional) is fixed
+through OpenCC, because Whisper mixes the two in one sentence.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import replace
+from functools import lru_cache
+from typing import Iterable, Sequence
+
+from .wire import Word
+
+__all__ = ["ZH_SCRIPTS", "convert_words", "display_width", "is_unspaced", "join_texts",
+           "needs_space", "script_for", "split_units", "tidy", "to_script", "wrap_units"]
+
+ZH_SCRIPTS = ("simplified", "traditional", "as_is")
+_OPENCC = {"simplified": "t2s", "traditional": "s2t"}
+
+# Unicode ranges of scripts written without spaces between words, and their punctuation
+_UNSPACED = (
+    (0x0E00, 0x0EFF),  # Thai, Lao
+    (0x1000, 0x109F),  # Myanmar
+    (0x1780, 0x17FF),  # Khmer
+    (0x2E80, 0x9FFF),  # CJK radicals, CJK punctuation, Kana, CJK ideographs
+    (0xF900, 0xFAFF),  # CJK compatibility ideographs
+    (0xFE30, 0xFE4F),  # CJK compatibility forms
+    (0xFF00, 0xFFEF),  # full-width forms and punctuation
+    (0x20000, 0x2FA1F),  # CJK extensions
+)
+_UNSPACED_RE = "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in _UNSPACED)
+# a space with an unspaced character on either side of it
+_SPACE_NEAR = re.compile(f"(?<=[{_UNSPACED_RE}])\\s+|\\s+(?=[{_UNSPACED_RE}])")
+# sentence and clause ends where a line may break, best first
+_BREAKS = ("。！？!?…", "；;：:", "，,、")
+
+
+def is_unspaced(ch: str) -> bool:
+    o = ord(ch)
+    return any(lo <= o <= hi for lo, hi in _UNSPACED)
+
+
+def needs_space(left: str, right: str) -> bool:
+    """Whether text ``right`` written after ``left`` is separated by a space: not next to a
+    character of an unspaced script, and not before closing punctuation."""
+    a, b = left.rstrip()[-1:], right.lstrip()[:1]
+    if not a or not b:
+        return False
+    if is_unspaced(a) or is_unspaced(b):
+        return False
+    return not unicodedata.category(b).startswith(("Pe", "Pf", "Po"))
+
+
+def join_texts(parts: Iterable[str]) -> str:
+    """Pieces (finals, lines, words without their own spaces) as one text."""
+    out = ""
+    for p in parts:
+        p = p.strip()
+        if p:
+            out = f"{out} {p}" if needs_space(out, p) else out + p
+    return out
+
+
+def tidy(text: str) -> str:
+    """``text`` without spaces next to unspaced-script characters (``你 好`` → ``你好``,
+    ``一个 wifi 门铃`` → ``一个wifi门铃``); Latin words keep theirs."""
+    return _SPACE_NEAR.sub("", text).strip()
+
+
+def display_width(text: str) -> int:
+    """Columns on a terminal or a subtitle line: wide and full-width characters take two,
+    combining marks none."""
+    w = 0
+    for ch in text:
+        if unicodedata.combining(ch):
+            continue
+        w += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+    return w
+
+
+def split_units(text: str) -> list[str]:
+    """``text`` as the units a line can break between: Latin words (with the space before
+    them kept) and single unspaced-script characters."""
+    out: list[str] = []
+    for m in re.finditer(r"\s*\S+", text):
+        tok = m.group()
+        run = "" if is_unspaced(tok.lstrip()[0]) else tok[: len(tok) - len(tok.lstrip())]
+        for ch in tok.lstrip():
+            if is_unspaced(ch):
+                if run:
+                    out.append(run)
+                    run = ""
+                out.append(ch)
+            else:
+                run += ch
+        if run:
+            out.append(run)
+    return out
+
+
+def _break_rank(unit: str) -> int:
+    """How good a line end after ``unit`` is: 0 best (sentence end) .. 3 (anywhere)."""
+    last = unit.rstrip()[-1:]
+    for rank, chars in enumerate(_BREAKS):
+        if last and last in chars:
+            return rank
+    return 3
+
+
+def wrap_units(units: Sequence[str], width: int) -> list[str]:
+    """Lines of at most ``width`` display columns (a unit wider than a line gets a line of its
+    own). A full line breaks after the best punctuation in its last third, if any."""
+    lines: list[str] = []
+    cur: list[str] = []
+    for u in units:
+        if cur and display_width(join_texts(cur + [u])) > width:
+            cut = len(cur)
+            for rank in range(3):
+                at = [i + 1 for i in range(len(cur)) if _break_rank(cur[i]) == rank]
+                if at and at[-1] >= len(cur) * 2 // 3:
+                    cut = at[-1]
+                    break
+            lines.append(join_texts(cur[:cut]))
+            cur = cur[cut:]
+        cur.append(u)
+    if cur:
+        lines.append(join_texts(cur))
+    return lines
+
+
+# -- script ----------------------------------------------------------------------------
+def script_for(language: str | None, zh_script: str | None) -> str:
+    """The script a session's text is written in: ``zh_script`` if given, else simplified
+    for Chinese and the model's own for every other language."""
+    if zh_script:
+        return zh_script
+    return "simplified" if language == "zh" else "as_is"
+
+
+@lru_cache(maxsize=None)
+def _converter(script: str):  # type: ignore[no-untyped-def]
+    import opencc
+
+    return opencc.OpenCC(_OPENCC[script])
+
+
+def to_script(text: str, script: str) -> str:
+    if script not in _OPENCC or not any(is_unspaced(c) for c in text):
+        return text
+    return _converter(script).convert(text)
+
+
+def convert_words(words: Sequence[Word], script: str, before: str = "") -> list[Word]:
+    """The words in ``script`` and spaced by :func:`needs_space` (``before`` is the text they
+    follow). OpenCC converts the words together (some conversions depend on the next
+    character) and the result is shared back out when it keeps every word's length."""
+    texts = [w.word.strip() for w in words]
+    if script in _OPENCC:
+        whole = to_script("".join(texts), script)
+        if len(whole) == sum(map(len, texts)):
+            out, i = [], 0
+            for t in texts:
+                out.append(whole[i : i + len(t)])
+                i += len(t)
+            texts = out
+        else:
+            texts = [to_script(t, script) for t in texts]
+    result = []
+    prev = before
+    for w, t in zip(words, texts):
+        word = (" " + t) if needs_space(prev, t) else t
+        result.append(replace(w, word=word))
+        prev = t or prev
+    return result

@@ -1,0 +1,92 @@
+"""The text rules of every script, driven by strings: spacing, widths, line breaks, script."""
+
+from __future__ import annotations
+
+import pytest
+
+from whisperwire.server.text import (
+    convert_words,
+    display_width,
+    join_texts,
+    needs_space,
+    script_for,
+    split_units,
+    tidy,
+    to_script,
+    wrap_units,
+)
+from whisperwire.server.wire import Word
+
+
+@pytest.mark.parametrize("raw, want", [
+    ("你 好", "你好"),
+    ("一 个 wifi 门 铃", "一个wifi门铃"),
+    ("他称 ， 他制作了", "他称，他制作了"),
+    ("日本 coaster 小巴车", "日本coaster小巴车"),
+    ("I use Google Docs every day", "I use Google Docs every day"),
+    ("我用 Google Docs 写", "我用Google Docs写"),
+    ("  こんにちは 世界  ", "こんにちは世界"),
+])
+def test_tidy(raw, want):
+    assert tidy(raw) == want
+
+
+@pytest.mark.parametrize("parts, want", [
+    (["你好", "世界"], "你好世界"),
+    (["Hello there.", "How are you?"], "Hello there. How are you?"),
+    (["他制作了一个", "wifi", "门铃。"], "他制作了一个wifi门铃。"),
+    (["It works", ",", "mostly"], "It works, mostly"),
+    (["", "  ", "好"], "好"),
+])
+def test_join_texts(parts, want):
+    assert join_texts(parts) == want
+
+
+def test_needs_space():
+    assert needs_space("hello", "world")
+    assert not needs_space("你", "好") and not needs_space("wifi", "门") and not needs_space("个", "wifi")
+    assert not needs_space("word", ".")
+
+
+def test_display_width():
+    assert display_width("abc") == 3
+    assert display_width("你好") == 4
+    assert display_width("，") == 2  # full-width comma
+    assert display_width("e\u0301") == 1  # combining accent
+
+
+def test_split_units():
+    assert split_units(" 他称他 wifi, hello world。") == [
+        "他", "称", "他", " wifi,", " hello", " world", "。"]
+
+
+def test_wrap_breaks_chinese_at_punctuation_within_the_width():
+    text = "而对楼市成交抑制作用最大的限购，也成为地方政府的眼中钉，自六月底呼和浩特市率先宣布取消限购后"
+    lines = wrap_units(split_units(text), 42)
+    assert "".join(lines) == text
+    assert all(display_width(x) <= 42 for x in lines)
+    assert lines[0].endswith("，")  # a clause end, not wherever 21 characters fall
+
+
+def test_wrap_english_is_unchanged_by_width_rules():
+    words = split_units("the quick brown fox jumps over the lazy dog")
+    assert wrap_units(words, 20) == ["the quick brown fox", "jumps over the lazy", "dog"]
+
+
+def test_script():
+    assert script_for("zh", None) == "simplified"
+    assert script_for("en", None) == "as_is" and script_for(None, None) == "as_is"
+    assert script_for("zh", "traditional") == "traditional"
+    assert to_script("門鈴們說話", "simplified") == "门铃们说话"
+    assert to_script("门铃说话", "traditional") == "門鈴說話"
+    assert to_script("門鈴", "as_is") == "門鈴"
+    assert to_script("hello", "simplified") == "hello"
+
+
+def test_convert_words_keeps_times_and_spaces_by_the_rules():
+    words = [Word(" 他稱", 0, 1, 0.9), Word("製作", 1, 2, 0.9), Word(" wifi", 2, 3, 0.9),
+             Word(" 門鈴", 3, 4, 0.9), Word(" and", 4, 5, 0.9), Word(" more", 5, 6, 0.9)]
+    out = convert_words(words, "simplified", before="前面")
+    assert [w.word for w in out] == ["他称", "制作", "wifi", "门铃", "and", " more"]
+    assert [(w.start, w.end) for w in out] == [(w.start, w.end) for w in words]
+    assert [w.word for w in convert_words([Word(" hi", 0, 1, 1)], "as_is", "there")] == [" hi"]
