@@ -1,8 +1,10 @@
 """Transcripts as SRT, WebVTT, JSON and plain text, built from finals' word timings.
 
-Cues follow broadcast habits: at most ``max_lines`` lines of at most ``max_chars`` characters,
-at most ``max_seconds`` long, broken at word boundaries, preferably after sentence ends and at
-utterance ends. Pure functions of the finals.
+Cues follow broadcast habits: at most ``max_lines`` lines of at most ``max_chars`` display
+columns (a CJK character takes two), at most ``max_seconds`` long, broken between units (Latin
+words, single CJK characters), preferably after punctuation, after sentence ends and at
+utterance ends. Text is joined by :mod:`.text`'s rules, so Chinese gets no spaces. Pure
+functions of the finals.
 """
 
 from __future__ import annotations
@@ -11,14 +13,17 @@ import json
 from dataclasses import dataclass
 from typing import Iterable
 
+from .text import display_width, join_texts, split_units, wrap_units
 from .wire import Final, Word
 
 __all__ = ["Cue", "CueOptions", "cues", "to_json", "to_srt", "to_txt", "to_vtt"]
 
+_SENTENCE_END = (".", "?", "!", "。", "？", "！", "…")
+
 
 @dataclass(frozen=True)
 class CueOptions:
-    max_chars: int = 42
+    max_chars: int = 42  # display columns
     max_lines: int = 2
     max_seconds: float = 7.0
 
@@ -30,34 +35,37 @@ class Cue:
     lines: tuple[str, ...]
 
 
-def _wrap(words: list[str], width: int) -> list[str]:
-    lines: list[str] = []
-    for w in words:
-        if lines and len(lines[-1]) + 1 + len(w) <= width:
-            lines[-1] += " " + w
-        else:
-            lines.append(w[:width] if len(w) > width else w)
-            # a single word longer than a line is hard-split (rare: URLs, CJK runs)
-            rest = w[width:]
-            while rest:
-                lines.append(rest[:width])
-                rest = rest[width:]
-    return lines
-
-
-def _pieces(w: Word, width: int) -> list[Word]:
-    """A word longer than a line (a URL, a run of CJK) as line-sized words, its time shared out
-    by length, so that no cue needs more lines than allowed."""
-    text = w.word.strip()
-    if len(text) <= width:
-        return [w]
-    n = len(text)
-    out = []
-    for i in range(0, n, width):
-        start = w.start + (w.end - w.start) * i / n
-        end = w.start + (w.end - w.start) * min(n, i + width) / n
-        out.append(Word(" " + text[i : i + width], start, end, w.probability))
+def _units(w: Word, width: int) -> list[Word]:
+    """A word as the units a line may break between, its time shared out by length; a unit
+    wider than a line (a URL) is cut into line-sized pieces, so no cue needs more lines than
+    allowed."""
+    parts: list[str] = []
+    for u in split_units(w.word):
+        while display_width(u.strip()) > width:
+            core = u.strip()
+            n = 1
+            while display_width(core[: n + 1]) <= width:
+                n += 1
+            parts.append(" " + core[:n])
+            u = " " + core[n:]
+        parts.append(u)
+    total = sum(len(p.strip()) for p in parts) or 1
+    out, done = [], 0
+    for p in parts:
+        start = w.start + (w.end - w.start) * done / total
+        done += len(p.strip())
+        out.append(Word(p, start, w.start + (w.end - w.start) * done / total, w.probability))
     return out
+
+
+def _break_at(ws: list[Word]) -> int:
+    """Where a full cue is best cut: after the last punctuation in its second half (the rest
+    starts the next cue), else at its end."""
+    for marks in (_SENTENCE_END, (",", "，", "、", ";", "；", ":", "：")):
+        for i in range(len(ws) - 1, len(ws) // 2 - 1, -1):
+            if ws[i].word.rstrip().endswith(marks):
+                return i + 1
+    return len(ws)
 
 
 def cues(finals: Iterable[Final], opt: CueOptions | None = None) -> list[Cue]:
@@ -65,30 +73,30 @@ def cues(finals: Iterable[Final], opt: CueOptions | None = None) -> list[Cue]:
     out: list[Cue] = []
     cur: list[Word] = []
 
-    def fits(ws: list[Word]) -> bool:
-        texts = [w.word.strip() for w in ws]
-        return (
-            len(_wrap(texts, opt.max_chars)) <= opt.max_lines
-            and ws[-1].end - ws[0].start <= opt.max_seconds
-        )
+    def lines(ws: list[Word]) -> list[str]:
+        return wrap_units([w.word for w in ws], opt.max_chars)
 
-    def emit() -> None:
-        if cur:
-            lines = _wrap([w.word.strip() for w in cur], opt.max_chars)
-            out.append(Cue(cur[0].start, max(cur[-1].end, cur[0].start + 0.2), tuple(lines)))
-            cur.clear()
+    def fits(ws: list[Word]) -> bool:
+        return len(lines(ws)) <= opt.max_lines and ws[-1].end - ws[0].start <= opt.max_seconds
+
+    def emit(n: int | None = None) -> None:
+        n = len(cur) if n is None else n
+        if n:
+            ws = cur[:n]
+            out.append(Cue(ws[0].start, max(ws[-1].end, ws[0].start + 0.2), tuple(lines(ws))))
+            del cur[:n]
 
     for f in finals:
         words = list(f.words) or [Word(" " + f.text, f.start, f.end, 1.0)]
-        for w in (p for word in words for p in _pieces(word, opt.max_chars)):
+        for w in (u for word in words for u in _units(word, opt.max_chars)):
             if not w.word.strip():
                 continue
-            if cur and not fits(cur + [w]):
-                emit()
+            while cur and not fits(cur + [w]):
+                emit(_break_at(cur))
             cur.append(w)
             # prefer to end a cue at a sentence end once it holds a line's worth
-            if w.word.rstrip().endswith((".", "?", "!", "。", "？", "！")) and sum(
-                len(x.word) for x in cur
+            if w.word.rstrip().endswith(_SENTENCE_END) and display_width(
+                join_texts(x.word for x in cur)
             ) >= opt.max_chars:
                 emit()
         if f.eou:
@@ -132,16 +140,16 @@ def to_txt(finals: Iterable[Final]) -> str:
     for f in finals:
         cur.append(f.text)
         if f.eou:
-            lines.append(" ".join(cur))
+            lines.append(join_texts(cur))
             cur = []
     if cur:
-        lines.append(" ".join(cur))
+        lines.append(join_texts(cur))
     return "\n".join(lines) + ("\n" if lines else "")
 
 
 def to_json(session: str, finals: list[Final], live: bool) -> str:
     return json.dumps(
-        {"session": session, "live": live, "text": " ".join(f.text for f in finals),
+        {"session": session, "live": live, "text": join_texts(f.text for f in finals),
          "finals": [f.to_json() for f in finals]},
         ensure_ascii=False,
     )

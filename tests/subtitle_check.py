@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import re
 
+from whisperwire.server.text import display_width
+
+HAN_SPACE_HAN = re.compile(r"[\u3400-\u9fff]\s+[\u3400-\u9fff]")
+
 TS = r"(\d\d):(\d\d):(\d\d)[,.](\d\d\d)"
 
 
@@ -35,7 +39,9 @@ def check_cues(text: str, vtt: bool, max_chars: int = 42, max_lines: int = 2,
         assert end - start <= max_seconds + 0.21, f"cue {i} lasts {end - start:.2f}s"
         body = lines[1:]
         assert 1 <= len(body) <= max_lines, f"cue {i} has {len(body)} lines"
-        assert all(0 < len(line) <= max_chars for line in body), f"cue {i} line lengths {body}"
+        assert all(0 < display_width(line) <= max_chars for line in body), \
+            f"cue {i} line widths {body}"
+        assert not any(HAN_SPACE_HAN.search(line) for line in body), f"cue {i}: {body}"
         cues.append((start, end, body))
         last_end = end
     return cues

@@ -6,6 +6,7 @@ import json
 
 from subtitle_check import check_cues
 from whisperwire.server import subtitles
+from whisperwire.server.text import split_units
 from whisperwire.server.wire import Final, Word
 
 
@@ -66,3 +67,37 @@ def test_empty_transcript():
     assert subtitles.to_srt([]) == ""
     assert subtitles.to_vtt([]) == "WEBVTT\n\n"
     assert subtitles.to_txt([]) == ""
+
+
+def zh_finals(text: str, per_final: int = 12, unit_s: float = 0.2):
+    """Chinese finals as the server makes them: one unit per character (Latin words whole),
+    no spaces."""
+    units = split_units(text)
+    out, t = [], 0.0
+    for seg, i in enumerate(range(0, len(units), per_final)):
+        chunk = units[i : i + per_final]
+        ws = tuple(Word(c, t + k * unit_s, t + (k + 1) * unit_s, 0.9) for k, c in enumerate(chunk))
+        t += len(chunk) * unit_s
+        out.append(Final(seg, "".join(chunk), ws[0].start, ws[-1].end, ws, eou=i + per_final >= len(units)))
+    return out
+
+
+ZH = ("而对楼市成交抑制作用最大的限购，也成为地方政府的眼中钉。自六月底呼和浩特市率先宣布取消限购后，"
+      "他称他制作了一个wifi门铃。大多数地区都能坐到舒适结实的日本coaster小巴车。")
+
+
+def test_chinese_cues_have_no_spaces_fit_in_columns_and_break_at_punctuation():
+    f = zh_finals(ZH)
+    for vtt in (False, True):
+        text = subtitles.to_vtt(f) if vtt else subtitles.to_srt(f)
+        cues = check_cues(text, vtt=vtt)  # display width <= 42, no Han-space-Han
+        assert "".join("".join(c[2]) for c in cues) == ZH
+        assert " " not in text.split("-->")[-1].split("\n", 1)[1]
+    lines = [line for c in check_cues(subtitles.to_srt(f), vtt=False) for line in c[2]]
+    assert sum(line.endswith(("，", "。")) for line in lines) >= 3
+
+
+def test_chinese_txt_and_json_join_without_spaces():
+    f = zh_finals(ZH)
+    assert subtitles.to_txt(f).replace("\n", "") == ZH
+    assert json.loads(subtitles.to_json("s", f, live=False))["text"] == ZH
