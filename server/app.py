@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,7 +122,14 @@ class WhisperWire:
     def admit_speaker(self, ws: WebSocket) -> tuple[wire.ListenParams, Transcript]:
         """The speaker's parameters and its channel, or ClientError saying why not."""
         self.check_origin(ws)
-        if not self.config.auth.can_speak(token_from(ws.headers, ws.query_params)):
+        token = token_from(ws.headers, ws.query_params)
+        return self.admit(token, lambda: wire.ListenParams.from_query(ws.query_params))
+
+    def admit(self, token: str | None, parse: Callable[[], wire.ListenParams]
+              ) -> tuple[wire.ListenParams, Transcript]:
+        """Any API's speaker: its token, then room, then its parameters (``parse`` raises
+        ClientError for bad ones); the channel it opens, or ClientError saying why not."""
+        if not self.config.auth.can_speak(token):
             raise ClientError("unauthorized", "a valid speak token is required")
         if self.draining.is_set():
             raise ClientError("shutting_down", "the server is shutting down")
@@ -132,7 +139,7 @@ class WhisperWire:
         if self.hub.live_count >= self.config.max_sessions:
             raise ClientError("server_full",
                               f"all {self.config.max_sessions} sessions are in use")
-        params = wire.ListenParams.from_query(ws.query_params)
+        params = parse()
         langs = self.engine.languages
         if params.language not in (None, "auto") and params.language not in langs:
             raise ClientError("bad_language", f"model {self.engine.model_name} does not know "
@@ -157,8 +164,12 @@ class WhisperWire:
             await _refuse(ws, exc)
             return
         await ws.accept()
-        conn = ListenConnection(ws, params, self.engine, self.hub, transcript, self.config,
-                                self.metrics)
+        await self.speak(ListenConnection(ws, params, self.engine, self.hub, transcript,
+                                          self.config, self.metrics))
+
+    async def speak(self, conn: ListenConnection) -> None:
+        """Run an accepted speaker of any API as one of the live sessions (drained at
+        shutdown), until its last words are final."""
         self.live.add(conn)
         try:
             await conn.run()

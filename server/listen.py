@@ -25,12 +25,12 @@ from .errors import ClientError
 from .hub import Hub, Outbox, Transcript
 from .metrics import Metrics
 from .session import StreamSession
-from .vad import VadSegmenter, webrtc_classifier
+from .vad import SpeechEnd, SpeechStart, VadEvent, VadSegmenter, webrtc_classifier
 
 if TYPE_CHECKING:
     from .app import ServerConfig
 
-__all__ = ["ListenConnection", "Phase"]
+__all__ = ["ListenConnection", "Phase", "VadTap"]
 
 log = logging.getLogger("whisperwire.server")
 
@@ -56,20 +56,51 @@ class Phase(enum.Enum):
         return self in (Phase.FINISHING, Phase.DETACHED, Phase.CLOSED)
 
 
+class VadTap:
+    """The session's VAD, with its utterance starts and ends kept for a dialect that reports
+    them (Deepgram's ``SpeechStarted``, OpenAI's ``speech_started``/``speech_stopped``)."""
+
+    def __init__(self, vad: VadSegmenter) -> None:
+        self.vad = vad
+        self.marks: list[SpeechStart | SpeechEnd] = []
+
+    def _keep(self, events: list[VadEvent]) -> list[VadEvent]:
+        self.marks.extend(e for e in events if isinstance(e, (SpeechStart, SpeechEnd)))
+        return events
+
+    def feed(self, samples: Any) -> list[VadEvent]:
+        return self._keep(self.vad.feed(samples))
+
+    def flush(self) -> list[VadEvent]:
+        return self._keep(self.vad.flush())
+
+    def take(self) -> list[SpeechStart | SpeechEnd]:
+        out, self.marks = self.marks, []
+        return out
+
+
 class ListenConnection:
     """Create, then ``await run()``; :meth:`shutdown` (from anywhere on the loop) makes it
-    finish like a ``close``."""
+    finish like a ``close``.
+
+    Other APIs (:mod:`.dialects`) subclass it and supply only their own parsing and encoding:
+    :meth:`greet`, :meth:`take_text`, :meth:`take_audio`, :meth:`encode` and
+    :meth:`close_code`; the session, decoding, channel, limits and finishing stay here."""
 
     def __init__(self, ws: WebSocket, params: wire.ListenParams, engine: Any, hub: Hub,
-                 transcript: Transcript, config: ServerConfig, metrics: Metrics) -> None:
+                 transcript: Transcript, config: ServerConfig, metrics: Metrics,
+                 vad: VadSegmenter | None = None) -> None:
         self.ws, self.params, self.engine, self.hub = ws, params, engine, hub
         self.metrics = metrics
         self.transcript = transcript
         self.config = config
         self.sid = transcript.session
+        self.idle_timeout_s = config.idle_timeout_s
+        self.vad = VadTap(vad or VadSegmenter(config.vad,
+                                              webrtc_classifier(config.vad.aggressiveness)))
         self.session = StreamSession(
             config.stream,
-            VadSegmenter(config.vad, webrtc_classifier(config.vad.aggressiveness)),
+            self.vad,  # type: ignore[arg-type]
             language=params.language,
             task=params.task,
             prompt=params.prompt,
@@ -105,10 +136,7 @@ class ListenConnection:
         log.info("session=%s event=open sample_rate=%d encoding=%s language=%s speaker=%d",
                  self.sid, self.params.sample_rate, self.params.encoding, self.params.language,
                  self.transcript.speakers)
-        auth = self.config.auth
-        self.send(wire.Ready(self.sid, self.engine.model_name, self.engine.device,
-                             self.engine.compute_type, self.params.sample_rate,
-                             view_token=auth.view_token(self.sid) if auth.enabled else None))
+        self.greet()
         writer = asyncio.create_task(self._write())
         pump = asyncio.create_task(self._pump())
         ticker = asyncio.create_task(self._status())
@@ -118,6 +146,16 @@ class ListenConnection:
         finally:
             await self._finish(reason, writer, pump, ticker)
 
+    def greet(self) -> None:
+        """The first message: ``ready`` with the session id (and its view token)."""
+        auth = self.config.auth
+        self.send(wire.Ready(self.sid, self.engine.model_name, self.engine.device,
+                             self.engine.compute_type, self.params.sample_rate,
+                             view_token=auth.view_token(self.sid) if auth.enabled else None))
+
+    def close_code(self, reason: str) -> int:
+        return 1011 if reason == "decode_failed" else 1000
+
     async def _finish(self, reason: str, writer: asyncio.Task, pump: asyncio.Task,
                       ticker: asyncio.Task) -> None:
         """Every end of stream flushes: the last words become finals, then ``closed``."""
@@ -125,6 +163,7 @@ class ListenConnection:
         if not self.decode_failed:  # the session abandoned its audio: nothing more to add
             self.session.feed_audio(self.resampler.flush())
             self.session.finish()
+            self.on_vad(self.vad.take())
         self.wake.set()
         try:
             await pump
@@ -138,7 +177,7 @@ class ListenConnection:
             self.send(closed)
             await writer
             if self.phase.writes:
-                code = 1011 if self.decode_failed else 1000
+                code = self.close_code(reason)
                 with contextlib.suppress(Exception):  # the peer may be gone already
                     await asyncio.wait_for(self.ws.close(code), self.config.send_timeout_s)
             self.phase = Phase.CLOSED
@@ -152,7 +191,7 @@ class ListenConnection:
         recv = asyncio.ensure_future(self.ws.receive())
         stop = asyncio.ensure_future(self.stop_reading.wait())
         left = self.config.max_session_s - (started - self._t0)
-        timeout = min(self.config.idle_timeout_s, max(0.0, left))
+        timeout = min(self.idle_timeout_s, max(0.0, left))
         try:
             done, _ = await asyncio.wait({recv, stop}, timeout=timeout,
                                          return_when=asyncio.FIRST_COMPLETED)
@@ -164,11 +203,11 @@ class ListenConnection:
         if recv in done:
             return recv.result()
         recv.cancel()
-        if left <= self.config.idle_timeout_s:
+        if left <= self.idle_timeout_s:
             self.send(wire.Error("max_duration", "the session reached its maximum duration"))
             return "max_duration"
         self.send(wire.Error("idle_timeout",
-                             f"no message for {self.config.idle_timeout_s:.0f} s; closing"))
+                             f"no message for {self.idle_timeout_s:.0f} s; closing"))
         return "idle_timeout"
 
     async def _read(self) -> str:
@@ -218,25 +257,45 @@ class ListenConnection:
             limit = self.config.max_message_bytes
             if len(data) > limit:
                 raise ClientError("message_too_large", f"audio frames are limited to {limit} bytes")
-            bps = self.params.bytes_per_sample
-            if len(data) % bps:
-                raise ClientError("bad_audio",
-                                  f"{self.params.encoding} frames must be a multiple of {bps} bytes")
-            x = pcm_to_float(data, self.params.encoding)
-            if self.decode_failed:
-                return False  # ending: the session has let its audio go
-            self.metrics.audio_in.inc(len(x) / self.params.sample_rate)
-            self.session.feed_audio(self.resampler.process(x))
-            self.wake.set()
+            self.feed(self.take_audio(data))
         elif text is not None:
             if len(text) > 4096:
                 raise ClientError("message_too_large", "control messages are limited to 4 KiB")
-            if isinstance(wire.decode(text, allowed=wire.CLIENT_MESSAGES), wire.Close):
-                return True
-            if not self.decode_failed:
-                self.session.finalize()
-                self.wake.set()
+            return self.take_text(text)
         return False
+
+    def take_audio(self, data: bytes) -> Any:
+        """Audio bytes as float32 samples at ``params.sample_rate``. Raises ClientError."""
+        bps = self.params.bytes_per_sample
+        if len(data) % bps:
+            raise ClientError("bad_audio",
+                              f"{self.params.encoding} frames must be a multiple of {bps} bytes")
+        return pcm_to_float(data, self.params.encoding)
+
+    def take_text(self, text: str) -> bool:
+        """A control message; True when it ends the stream. Raises ClientError."""
+        if isinstance(wire.decode(text, allowed=wire.CLIENT_MESSAGES), wire.Close):
+            return True
+        self.finalize()
+        return False
+
+    def feed(self, x: Any) -> None:
+        """Samples at the declared rate into the session (and its VAD)."""
+        if self.decode_failed:
+            return  # ending: the session has let its audio go
+        self.metrics.audio_in.inc(len(x) / self.params.sample_rate)
+        self.session.feed_audio(self.resampler.process(x))
+        self.on_vad(self.vad.take())
+        self.wake.set()
+
+    def finalize(self) -> None:
+        """Everything heard so far becomes final (the session goes on)."""
+        if not self.decode_failed:
+            self.session.finalize()
+            self.wake.set()
+
+    def on_vad(self, marks: list[SpeechStart | SpeechEnd]) -> None:
+        """Utterance starts and ends as the VAD finds them (our protocol does not send them)."""
 
     def _too_many_errors(self) -> bool:
         now = time.monotonic()
@@ -309,13 +368,17 @@ class ListenConnection:
             log.warning("session=%s event=slow_consumer", self.sid)
             self.shutdown("slow_consumer")
 
+    def encode(self, msg: Any) -> list[str]:
+        """The text frames one outgoing event becomes (none, for events a dialect lacks)."""
+        return [wire.encode(msg)]
+
     async def _write(self) -> None:
         while (msg := await self.outbox.next()) is not None:
             if not self.phase.writes:
                 continue
             try:
-                await asyncio.wait_for(self.ws.send_text(wire.encode(msg)),
-                                       self.config.send_timeout_s)
+                for text in self.encode(msg):
+                    await asyncio.wait_for(self.ws.send_text(text), self.config.send_timeout_s)
             except asyncio.TimeoutError:
                 # its socket is full and stays full: stop writing, finish the transcript
                 log.warning("session=%s event=slow_consumer", self.sid)
