@@ -17,12 +17,11 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Iterable, Sequence
 
-from .wire import Word
+from .wire import ZH_SCRIPTS, Word
 
 __all__ = ["ZH_SCRIPTS", "convert_words", "display_width", "is_unspaced", "join_texts",
            "needs_space", "script_for", "split_units", "tidy", "to_script", "wrap_units"]
 
-ZH_SCRIPTS = ("simplified", "traditional", "as_is")
 _OPENCC = {"simplified": "t2s", "traditional": "s2t"}
 
 # Unicode ranges of scripts written without spaces between words, and their punctuation

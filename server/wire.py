@@ -28,6 +28,7 @@ __all__ = [
     "Error",
     "Final",
     "Finalize",
+    "Language",
     "ListenParams",
     "Partial",
     "Ready",
@@ -42,6 +43,7 @@ MIN_SAMPLE_RATE = 8000
 MAX_SAMPLE_RATE = 48000
 ENCODINGS = ("pcm_s16le", "pcm_f32le")
 TASKS = ("transcribe", "translate")
+ZH_SCRIPTS = ("simplified", "traditional", "as_is")
 BYTES_PER_SAMPLE = {"pcm_s16le": 2, "pcm_f32le": 4}
 # ASCII only (the id goes into file names and Content-Disposition headers), never only dots
 # ("." and ".." are path segments)
@@ -174,15 +176,27 @@ class Status(_Message):
 
 
 @dataclass(frozen=True)
+class Language(_Message):
+    """Server → speaker, for ``language=auto``: the language the session is now transcribed
+    in, detected once from the first seconds of speech (``start``: where that speech begins,
+    stream seconds), and again when speech resumes after a long pause."""
+
+    type: ClassVar[str] = "language"
+    language: str
+    probability: float
+    start: float
+
+
+@dataclass(frozen=True)
 class Closed(_Message):
     type: ClassVar[str] = "closed"
     reason: str
     audio_seconds: float
 
 
-Message = Finalize | Close | Ready | Partial | Final | Error | Status | Closed
+Message = Finalize | Close | Ready | Partial | Final | Error | Status | Language | Closed
 _BY_TYPE: dict[str, type] = {
-    c.type: c for c in (Finalize, Close, Ready, Partial, Final, Error, Status, Closed)
+    c.type: c for c in (Finalize, Close, Ready, Partial, Final, Error, Status, Language, Closed)
 }
 CLIENT_MESSAGES = ("finalize", "close")
 
@@ -252,6 +266,9 @@ class ListenParams:
     task: str = "transcribe"
     prompt: str | None = None
     session: str | None = None
+    # Chinese text in simplified or traditional characters, or as the model writes it
+    # (None: simplified for language=zh and for Chinese detected by language=auto)
+    zh_script: str | None = None
 
     @property
     def bytes_per_sample(self) -> int:
@@ -284,11 +301,14 @@ class ListenParams:
         prompt = q.get("prompt") or None
         if prompt is not None and len(prompt) > 1000:
             raise ProtocolError("bad_prompt", "prompt is limited to 1000 characters")
-        return cls(rate, enc, lang, task, prompt, session)
+        script = q.get("zh_script") or None
+        if script is not None and script not in ZH_SCRIPTS:
+            raise ProtocolError("bad_zh_script", f"zh_script must be one of {', '.join(ZH_SCRIPTS)}")
+        return cls(rate, enc, lang, task, prompt, session, script)
 
     def to_query(self) -> dict[str, str]:
         out = {"sample_rate": str(self.sample_rate), "encoding": self.encoding, "task": self.task}
-        for k in ("language", "prompt", "session"):
+        for k in ("language", "prompt", "session", "zh_script"):
             v = getattr(self, k)
             if v:
                 out[k] = v

@@ -16,6 +16,7 @@ export const SERVER_TYPES = {
   final: ["segment", "text", "start", "end", "words?", "eou?"],
   error: ["code", "message"],
   status: ["audio_seconds", "lag", "backlog?"],
+  language: ["language", "probability", "start"],
   closed: ["reason", "audio_seconds"],
 };
 
