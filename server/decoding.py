@@ -49,3 +49,4 @@ class DecodeResult:
     avg_logprob: float = 0.0
     compression_ratio: float = 1.0
     language: str | None = None
+    language_probability: float = 0.0  # when detected

@@ -303,7 +303,7 @@ class Engine:
         t2 = time.perf_counter()
         st.features_seconds += t1 - t0
         st.encode_seconds += t2 - t1
-        langs = self._languages(reqs, enc)
+        langs, probs = self._languages(reqs, enc)
         if len(set(langs)) > 1:  # detected apart: alignment needs one language per batch
             return [self._decode_group(replace(plan, language=lang), [r], [p])[0]
                     for r, lang, p in zip(reqs, langs, prev)]
@@ -329,22 +329,26 @@ class Engine:
         words = self._words(enc, toks, [r[0] for r in results], [len(x) for x in pre], reqs)
         st.align_seconds += time.perf_counter() - t3
         out = []
-        for (tokens, avg_lp, nsp), t, w, lang, x in zip(results, toks, words, langs, pre):
+        for (tokens, avg_lp, nsp), t, w, lang, x, lp in zip(results, toks, words, langs, pre, probs):
             text = t.decode([tk for tk in tokens[len(x) :] if tk < t.eot]).strip()
             cr = get_compression_ratio(t.decode(tokens).strip())
-            out.append(DecodeResult(tuple(w), text, nsp, avg_lp, cr, lang))
+            out.append(DecodeResult(tuple(w), text, nsp, avg_lp, cr, lang, lp))
         return out
 
-    def _languages(self, reqs: list[DecodeRequest], enc: Any) -> list[str | None]:
+    def _languages(self, reqs: list[DecodeRequest], enc: Any
+                   ) -> tuple[list[str | None], list[float]]:
+        """Each request's language, detected where it asks for that, and how sure the
+        detection is (0.0 where the language was given, 1.0 for an English-only model)."""
         if not self._wm.model.is_multilingual:
-            return ["en"] * len(reqs)
+            return ["en"] * len(reqs), [1.0] * len(reqs)
         out: list[str | None] = [r.language for r in reqs]
+        probs = [0.0] * len(reqs)
         if any(lang in (None, "auto") for lang in out):
             detected = self._wm.model.detect_language(enc)
-            out = [
-                lang if lang not in (None, "auto") else d[0][0][2:-2] for lang, d in zip(out, detected)
-            ]
-        return out
+            for i, (lang, d) in enumerate(zip(list(out), detected)):
+                if lang in (None, "auto"):
+                    out[i], probs[i] = d[0][0][2:-2], float(d[0][1])
+        return out, probs
 
     def _generate(self, enc: Any, prompts: list[list[int]], temperature: float, plan: _Plan,
                   n_prefix: list[int] | None = None) -> list[tuple]:

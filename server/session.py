@@ -21,15 +21,17 @@ from __future__ import annotations
 import enum
 import itertools
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .agreement import HypothesisBuffer, join_words, unit_key
 from .audio import MODEL_RATE
 from .decoding import DecodeRequest, DecodeResult
+from .text import convert_words, is_unspaced, join_texts, script_for, split_words
+from .text import split_units as text_units
 from .vad import SpeechAudio, SpeechEnd, SpeechStart, VadSegmenter
-from .wire import Final, Message, Partial, Word
+from .wire import Final, Language, Message, Partial, Word
 
 __all__ = ["StreamOptions", "StreamSession", "loop_start"]
 
@@ -65,6 +67,14 @@ class StreamOptions:
     # an utterance that starts this soon after the previous one ended continues its window
     join_gap_ms: int = 2000
     prompt_chars: int = 200
+    # language=auto: the language is detected once, from the first window of at least
+    # ``detect_min_ms`` where Whisper is sure (``detect_sure``), else from the first window of
+    # ``detect_ms``; and again when speech resumes after ``redetect_pause_ms`` of silence.
+    # (Whisper base on the Mandarin clips: 1 s often reads as en/ko/nn, 3 s is zh at 0.96+.)
+    detect_min_ms: int = 1000
+    detect_sure: float = 0.8
+    detect_ms: int = 3000
+    redetect_pause_ms: int = 10000
     no_speech_threshold: float = 0.6
     logprob_threshold: float = -1.0
     compression_ratio_threshold: float = 2.4
@@ -173,6 +183,7 @@ class StreamSession:
         task: str = "transcribe",
         prompt: str | None = None,
         name: str = "",
+        zh_script: str | None = None,
     ) -> None:
         self.opt = options
         self.name = name
@@ -187,6 +198,8 @@ class StreamSession:
         self._partial = ""
         self._committed_text = ""
         self.detected_language: str | None = None
+        self.zh_script = zh_script
+        self._detect_pending = language in (None, "auto")
 
     # -- input ---------------------------------------------------------------------------
     def feed_audio(self, samples: np.ndarray) -> None:
@@ -217,6 +230,9 @@ class StreamSession:
 
     def _start_speech(self, sample: int) -> None:
         last = self._utts[-1] if self._utts else None
+        if last is not None and sample - last.available >= self.opt.samples(
+                self.opt.redetect_pause_ms) and self.language in (None, "auto"):
+            self._detect_pending = True  # after a long pause, perhaps someone else speaks
         if last is not None and sample - last.available <= self.opt.samples(self.opt.join_gap_ms):
             last.append(np.zeros(sample - last.available, np.float32))
             last.open = True
@@ -278,7 +294,7 @@ class StreamSession:
             # may have led Whisper astray: first the prompt, then the forced prefix
             prompt=self._prompt(prefix) if u.retries == 0 else "",
             prefix=join_words(prefix) if u.retries < 2 else "",
-            language=self.language,
+            language=self.language if self._detect_pending else self.detected_language,
             task=self.task,
             final=kind == _Kind.END,
             careful=careful,
@@ -328,8 +344,9 @@ class StreamSession:
         if prefix:
             before = before[: len(before) - len(join_words(prefix))].rstrip()
         tail = before[-self.opt.prompt_chars :]
-        if len(before) > self.opt.prompt_chars and " " in tail:
-            tail = tail.split(" ", 1)[1]  # start on a word
+        space = tail.find(" ")
+        if len(before) > self.opt.prompt_chars and 0 <= space < 20:
+            tail = tail[space + 1 :]  # start on a word, where words are spaced
         return f"{self.user_prompt} {tail}".strip()
 
     def failed(self, request_id: int) -> None:
@@ -351,8 +368,8 @@ class StreamSession:
             raise ValueError(f"no decode request {request_id} is outstanding")
         req, u, kind = self._in_flight
         self._in_flight = None
-        if result.language:
-            self.detected_language = result.language
+        result = self._in_script(req, result, u)
+        unsure = self._note_language(req, result)
         win_end = req.offset + req.duration
         words, rejected = self._accepted_words(req, result, win_end, u.buffer.committed_end)
         if rejected and req.careful and u.retries < 2:
@@ -380,13 +397,41 @@ class StreamSession:
             self._emit_final(committed, False)
             self._slide_window(u, 0 if committed else int(keep_from * MODEL_RATE))
         else:
-            if req.duration * 1000 >= self.opt.commit_after_ms:
+            if req.duration * 1000 >= self.opt.commit_after_ms and not unsure:
                 until = win_end - self.opt.holdback_ms / 1000
                 self._emit_final(u.buffer.commit_agreed(until), eou=False)
             else:
                 u.buffer.commit_until(-1.0)  # too little audio to trust: remember, commit nothing
             self._slide_window(u)
         self._update_partial(u)
+
+    def _in_script(self, req: DecodeRequest, r: DecodeResult, u: _Run) -> DecodeResult:
+        """Words of unspaced scripts as one unit per character, spaced by the text rules and,
+        for Chinese, in the session's script: before agreement, so that two decodes writing
+        one character in two scripts still agree."""
+        if not any(is_unspaced(c) for w in r.words for c in w.word):
+            return r
+        lang = req.language if req.language not in (None, "auto") else r.language
+        script = script_for(lang, self.zh_script) if lang == "zh" else "as_is"
+        before = u.buffer.committed[-1].word if u.buffer.committed else ""
+        return replace(r, words=tuple(convert_words(split_words(r.words), script, before)))
+
+    def _note_language(self, req: DecodeRequest, r: DecodeResult) -> bool:
+        """language=auto (or the model's own): the first window long enough, where Whisper is
+        sure enough, fixes the session's language until the next long pause. Until then
+        agreement commits nothing: a window in a misheard language only shows a partial.
+        Returns whether the language is still unsure."""
+        if not self._detect_pending or not r.language or req.language not in (None, "auto"):
+            return False
+        ms = req.duration * 1000
+        if ms < self.opt.detect_ms and (ms < self.opt.detect_min_ms
+                                        or r.language_probability < self.opt.detect_sure):
+            return True
+        self._detect_pending = False
+        self.detected_language = r.language
+        if self.language == "auto":
+            self._events.append(Language(r.language, round(r.language_probability, 3), req.offset))
+        return False
 
     def _slide_window(self, u: _Run, at_least: int = 0) -> None:
         """Start the window at the first committed word of the last ``overlap_ms`` (those words
@@ -429,7 +474,7 @@ class StreamSession:
         if len(out) - n >= 2:
             out = out[:n]
         keys = [unit_key(w.word) for w in out]
-        prefix = [unit_key(x) for x in req.prefix.split()]
+        prefix = [unit_key(x) for x in text_units(req.prefix)]
         skip = repeated_head(prefix, keys)
         out, keys = out[skip:], keys[skip:]
         cut = loop_start(prefix, keys)
@@ -461,7 +506,7 @@ class StreamSession:
         )
         self.segment += 1
         self._partial = ""
-        self._committed_text = (self._committed_text + " " + text).strip()[-4 * self.opt.prompt_chars :]
+        self._committed_text = join_texts([self._committed_text, text])[-4 * self.opt.prompt_chars :]
 
     def _update_partial(self, u: _Run) -> None:
         pending = u.buffer.pending
