@@ -20,7 +20,7 @@ from typing import Iterable, Sequence
 from .wire import ZH_SCRIPTS, Word
 
 __all__ = ["ZH_SCRIPTS", "convert_words", "display_width", "is_unspaced", "join_texts",
-           "needs_space", "script_for", "split_units", "tidy", "to_script", "wrap_units"]
+           "needs_space", "script_for", "split_units", "split_words", "tidy", "to_script", "wrap_units"]
 
 _OPENCC = {"simplified": "t2s", "traditional": "s2t"}
 
@@ -102,6 +102,24 @@ def split_units(text: str) -> list[str]:
                 run += ch
         if run:
             out.append(run)
+    return out
+
+
+def split_words(words: Sequence[Word]) -> list[Word]:
+    """Words holding unspaced-script text as :func:`split_units` units (one per character,
+    Latin runs whole: ``Wi-Fi门铃`` is three), each word's time spread over its units by
+    length; other words pass unchanged."""
+    out: list[Word] = []
+    for w in words:
+        units = split_units(w.word)
+        if len(units) <= 1 or not any(is_unspaced(c) for c in w.word):
+            out.append(w)
+            continue
+        total, done = sum(len(u.strip()) for u in units), 0
+        for u in units:
+            start = w.start + (w.end - w.start) * done / total
+            done += len(u.strip())
+            out.append(replace(w, word=u, start=start, end=w.start + (w.end - w.start) * done / total))
     return out
 
 

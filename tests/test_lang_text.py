@@ -90,3 +90,12 @@ def test_convert_words_keeps_times_and_spaces_by_the_rules():
     assert [w.word for w in out] == ["他称", "制作", "wifi", "门铃", "and", " more"]
     assert [(w.start, w.end) for w in out] == [(w.start, w.end) for w in words]
     assert [w.word for w in convert_words([Word(" hi", 0, 1, 1)], "as_is", "there")] == [" hi"]
+
+
+def test_split_words_keeps_latin_runs_whole_and_times_in_order():
+    from whisperwire.server.text import split_words
+
+    out = split_words([Word(" Wi-Fi门铃", 1.0, 2.4, 0.8), Word(" hello", 2.4, 3.0, 0.9)])
+    assert [w.word for w in out] == [" Wi-Fi", "门", "铃", " hello"]
+    assert out[0].start == 1.0 and abs(out[2].end - 2.4) < 1e-9
+    assert all(a.end <= b.start + 1e-9 for a, b in zip(out, out[1:]))
