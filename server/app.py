@@ -24,7 +24,7 @@ from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
-from . import subtitles, wire
+from . import dialects, subtitles, wire
 from .auth import AuthConfig, token_from
 from .engine import Engine, EngineOptions
 from .errors import ClientError, close_code_for
@@ -277,6 +277,7 @@ class WhisperWire:
             Route("/healthz", self.healthz),
             Route("/readyz", self.readyz),
             Route("/metrics", self.metrics_page),
+            *dialects.routes(self),  # Deepgram and OpenAI on the same sessions
         ]
         if web is not None:
             overlay = str(web / "overlay.html")

@@ -96,6 +96,7 @@ class ListenConnection:
         self.config = config
         self.sid = transcript.session
         self.idle_timeout_s = config.idle_timeout_s
+        self.max_text_chars = 4096  # control messages; a dialect with audio in JSON allows more
         self.vad = VadTap(vad or VadSegmenter(config.vad,
                                               webrtc_classifier(config.vad.aggressiveness)))
         self.session = StreamSession(
@@ -259,8 +260,9 @@ class ListenConnection:
                 raise ClientError("message_too_large", f"audio frames are limited to {limit} bytes")
             self.feed(self.take_audio(data))
         elif text is not None:
-            if len(text) > 4096:
-                raise ClientError("message_too_large", "control messages are limited to 4 KiB")
+            if len(text) > self.max_text_chars:
+                raise ClientError("message_too_large",
+                                  f"text messages are limited to {self.max_text_chars} characters")
             return self.take_text(text)
         return False
 

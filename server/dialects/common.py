@@ -1,0 +1,145 @@
+"""What every foreign API shares: how its clients carry a token, G.711 audio, whole files read
+from request bodies, and running a file through a normal session flat out.
+
+A file is decoded the way a speaker's stream is: an in-memory socket feeds all of its audio to a
+:class:`~whisperwire.server.listen.ListenConnection` at once and says ``close``, so it opens a
+normal channel (viewers and transcript downloads can follow its id), counts against the session
+limit, uses the one engine, and gets the careful windows a backlog of speech gets.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .. import wire
+from ..audio import MODEL_RATE
+from ..errors import ClientError
+from ..listen import ListenConnection
+from ..text import join_texts
+
+if TYPE_CHECKING:
+    from ..app import WhisperWire
+
+__all__ = ["G711", "FileResult", "decode_file", "g711_to_float", "read_media", "speaker_token"]
+
+
+def speaker_token(headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
+    """``Authorization: Token X`` (Deepgram's keys) or ``Bearer X``; ``Sec-WebSocket-Protocol:
+    token, X`` (browsers, which cannot set headers); or ``?token=``."""
+    auth = headers.get("authorization", "").strip()
+    scheme, _, value = auth.partition(" ")
+    if scheme.lower() in ("token", "bearer") and value.strip():
+        return value.strip()
+    protocols = [p.strip() for p in headers.get("sec-websocket-protocol", "").split(",")]
+    if len(protocols) == 2 and protocols[0].lower() in ("token", "bearer") and protocols[1]:
+        return protocols[1]
+    return query.get("token") or None
+
+
+def _mulaw_table() -> np.ndarray:
+    u = ~np.arange(256, dtype=np.int32) & 0xFF
+    t = (((u & 0x0F) << 3) + 0x84) << ((u & 0x70) >> 4)
+    return np.where(u & 0x80, 0x84 - t, t - 0x84).astype(np.float32) / 32768.0
+
+
+def _alaw_table() -> np.ndarray:
+    a = np.arange(256, dtype=np.int32) ^ 0x55
+    seg = (a & 0x70) >> 4
+    t = (a & 0x0F) << 4
+    t = np.where(seg == 0, t + 8, (t + 0x108) << np.maximum(seg - 1, 0))
+    return np.where(a & 0x80, t, -t).astype(np.float32) / 32768.0
+
+
+G711 = {"mulaw": _mulaw_table(), "alaw": _alaw_table()}
+
+
+def g711_to_float(data: bytes, law: str) -> np.ndarray:
+    """G.711 bytes (telephony: Twilio and most SIP trunks send mu-law at 8 kHz) as float32."""
+    return G711[law][np.frombuffer(data, np.uint8)]
+
+
+def read_media(data: bytes, rate: int = MODEL_RATE) -> np.ndarray:
+    """Any container and codec PyAV opens, as float32 mono at ``rate``. Raises ClientError
+    (``bad_file``) for bytes that hold no decodable audio."""
+    import av
+
+    if not data:
+        raise ClientError("bad_file", "the request has no audio in it")
+    chunks: list[np.ndarray] = []
+    try:
+        with av.open(io.BytesIO(data)) as container:
+            if not container.streams.audio:
+                raise ClientError("bad_file", "the file has no audio stream")
+            resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
+            for frame in container.decode(audio=0):
+                chunks.extend(o.to_ndarray().reshape(-1) for o in resampler.resample(frame))
+            chunks.extend(o.to_ndarray().reshape(-1) for o in resampler.resample(None))
+    except (av.error.FFmpegError, ValueError, IndexError) as exc:
+        raise ClientError("bad_file", "the file is not audio or video that FFmpeg can decode "
+                          f"({getattr(exc, 'strerror', None) or exc})") from None
+    if not chunks:
+        raise ClientError("bad_file", "the file holds no audio samples")
+    return np.concatenate(chunks).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class FileResult:
+    session: str
+    finals: list[wire.Final]
+    language: str  # the one asked for, else the one Whisper heard
+    seconds: float
+
+    @property
+    def text(self) -> str:
+        return join_texts(f.text for f in self.finals).strip()
+
+
+class _FileSocket:
+    """The part of a WebSocket a ListenConnection uses: all of a file's audio, then
+    ``close``; whatever the connection writes is dropped (the finals land in the channel)."""
+
+    CHUNK = MODEL_RATE  # one second of pcm_f32le per frame, well under max_message_bytes
+
+    def __init__(self, audio: np.ndarray) -> None:
+        self._frames = [audio[i : i + self.CHUNK].astype("<f4").tobytes()
+                        for i in range(0, len(audio), self.CHUNK)]
+        self._frames.reverse()
+
+    async def receive(self) -> dict[str, Any]:
+        if self._frames:
+            return {"type": "websocket.receive", "bytes": self._frames.pop()}
+        return {"type": "websocket.receive", "text": json.dumps({"type": "close"})}
+
+    async def send_text(self, text: str) -> None:
+        pass
+
+    async def close(self, code: int = 1000, reason: str | None = None) -> None:
+        pass
+
+
+async def decode_file(server: WhisperWire, token: str | None, audio: np.ndarray, *,
+                      language: str | None = None, task: str = "transcribe",
+                      prompt: str | None = None) -> FileResult:
+    """Decode 16 kHz float32 audio as a session of its own, flat out. Raises ClientError when the speaker may not (auth, room, language, duration)."""
+    cfg = server.config
+    if len(audio) / MODEL_RATE > cfg.max_session_s:
+        raise ClientError("file_too_long",
+                          f"files are limited to {cfg.max_session_s:.0f} s of audio")
+    params, transcript = server.admit(token, lambda: wire.ListenParams(
+        sample_rate=MODEL_RATE, encoding="pcm_f32le", language=language, task=task,
+        prompt=prompt))
+    conn = ListenConnection(_FileSocket(audio), params, server.engine, server.hub,  # type: ignore[arg-type]
+                            transcript, cfg, server.metrics)
+    conn.idle_timeout_s = max(cfg.idle_timeout_s, 3600.0)  # the file never goes quiet
+    await server.speak(conn)
+    if conn.decode_failed:
+        raise ClientError("decode_failed", "decoding failed; try again")
+    lang = language or conn.session.detected_language or (server.engine.languages or ("",))[0]
+    return FileResult(transcript.session, list(transcript.finals), lang,
+                      len(audio) / MODEL_RATE)

@@ -1,0 +1,361 @@
+"""Deepgram v1 under ``/deepgram``: the live WebSocket and pre-recorded POST of
+``/deepgram/v1/listen``, so Deepgram's SDKs and the frameworks built on them (LiveKit Agents,
+Pipecat) work with only their base URL changed.
+
+A live stream is an ordinary session: our finals become ``Results`` with ``is_final`` (and
+``speech_final`` when the utterance ended, ``from_finalize`` when a ``Finalize`` asked for them),
+our partials interim ``Results``. The session id is Deepgram's request id (the ``dg-request-id``
+response header, and ``request_id`` in every message), so viewers and transcript downloads can
+follow a Deepgram stream like any other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import json
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.websockets import WebSocket
+
+from .. import wire
+from ..errors import ClientError
+from ..listen import ListenConnection
+from ..vad import SpeechStart, VadSegmenter, webrtc_classifier
+from ..wer import normalize
+from .common import FileResult, decode_file, g711_to_float, read_media, speaker_token
+from .deepgram_params import DeepgramOptions, parse_options
+
+if TYPE_CHECKING:
+    from ..app import WhisperWire
+
+__all__ = ["DeepgramConnection", "listen_file", "listen_live"]
+
+log = logging.getLogger("whisperwire.server")
+
+MAX_FILE_BYTES = 512 << 20
+IDLE_TIMEOUT_S = 10.0  # Deepgram closes a stream that sends nothing for 10 s (NET-0001)
+_STATUS = {"unauthorized": 401, "server_full": 429, "not_ready": 503, "shutting_down": 503,
+           "file_too_large": 413, "decode_failed": 500}
+_ERR_CODE = {401: "INVALID_AUTH", 429: "TOO_MANY_REQUESTS", 503: "SERVICE_UNAVAILABLE",
+             413: "PAYLOAD_TOO_LARGE", 500: "INTERNAL_SERVER_ERROR"}
+
+
+def _model_uuid(name: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "whisperwire:" + name))
+
+
+def _model_info(engine: Any) -> dict[str, str]:
+    return {"name": engine.model_name, "version": "whisperwire", "arch": "whisper"}
+
+
+def _error_body(exc: ClientError, request_id: str) -> tuple[int, dict[str, str]]:
+    status = _STATUS.get(exc.code, 400)
+    return status, {"err_code": _ERR_CODE.get(status, "Bad Request"),
+                    "err_msg": exc.message, "request_id": request_id, "category": exc.code}
+
+
+def _word(w: wire.Word, punctuate: bool) -> dict[str, Any]:
+    plain = " ".join(normalize(w.word)) or w.word.strip()
+    out = {"word": plain, "start": round(w.start, 3), "end": round(w.end, 3),
+           "confidence": round(w.probability, 4)}
+    if punctuate:
+        out["punctuated_word"] = w.word.strip()
+    return out
+
+
+def alternative(words: list[wire.Word], text: str, punctuate: bool) -> dict[str, Any]:
+    """Deepgram's ``alternatives[0]``: the transcript (without punctuation and case unless
+    ``punctuate`` or ``smart_format`` asked for them, as Deepgram does) and its words."""
+    dw = [_word(w, punctuate) for w in words]
+    transcript = text.strip() if punctuate else " ".join(d["word"] for d in dw)
+    conf = sum(w.probability for w in words) / len(words) if words else 0.0
+    return {"transcript": transcript, "confidence": round(conf, 4), "words": dw}
+
+
+def _guess_words(p: wire.Partial) -> list[wire.Word]:
+    """A partial's words with times spread over its span (a partial carries text only; the
+    times of an interim result are estimates, its confidence unknown: 0)."""
+    parts = p.text.split()
+    step = (p.end - p.start) / max(1, len(parts))
+    return [wire.Word(" " + t, p.start + i * step, p.start + (i + 1) * step, 0.0)
+            for i, t in enumerate(parts)]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Flushed:
+    """A final produced for a ``Finalize``: Deepgram marks it ``from_finalize``."""
+
+    final: wire.Final | None  # None: there was nothing to flush
+
+
+@dataclasses.dataclass(frozen=True)
+class _Raw:
+    """A Deepgram message that has no counterpart in our protocol."""
+
+    body: dict[str, Any]
+
+
+class DeepgramConnection(ListenConnection):
+    """A Deepgram live stream on our session machinery: Deepgram's messages in and out."""
+
+    def __init__(self, ws: WebSocket, opts: DeepgramOptions, server: WhisperWire,
+                 transcript: Any) -> None:
+        cfg = server.config
+        vad_opts = cfg.vad
+        if opts.hangover_ms is not None:
+            vad_opts = dataclasses.replace(vad_opts, hangover_ms=opts.hangover_ms)
+        super().__init__(ws, opts.params, server.engine, server.hub, transcript, cfg,
+                         server.metrics,
+                         vad=VadSegmenter(vad_opts, webrtc_classifier(vad_opts.aggressiveness)))
+        self.opts = opts
+        self.idle_timeout_s = min(IDLE_TIMEOUT_S, cfg.idle_timeout_s)
+        self._finalizing = False
+        self._uuid = _model_uuid(self.engine.model_name)
+        self._sha = hashlib.sha256()
+        self._created = datetime.datetime.now(datetime.timezone.utc)
+
+    # -- input -----------------------------------------------------------------------------
+    def greet(self) -> None:
+        pass  # Deepgram says nothing first; the session id went out as dg-request-id
+
+    def take_audio(self, data: bytes) -> Any:
+        self._sha.update(data)
+        if self.opts.encoding in ("mulaw", "alaw"):
+            return g711_to_float(data, self.opts.encoding)
+        if len(data) % 2:
+            raise ClientError("bad_audio", "linear16 frames must be a whole number of samples")
+        return super().take_audio(data)
+
+    def take_text(self, text: str) -> bool:
+        try:
+            msg = json.loads(text)
+        except (ValueError, RecursionError):
+            msg = None
+        kind = msg.get("type") if isinstance(msg, dict) else None
+        if kind == "CloseStream":
+            return True
+        if kind == "Finalize":
+            self.finalize()
+            if self.session.flushed:  # nothing heard since the last final
+                self.send(_Flushed(None))
+            else:
+                self._finalizing = True
+        elif kind != "KeepAlive":
+            raise ClientError("SchemaError", f"unknown message {text[:200]!r}; expected "
+                              "KeepAlive, Finalize or CloseStream")
+        return False
+
+    def on_vad(self, marks: list[Any]) -> None:
+        if self.opts.vad_events:
+            for m in marks:
+                if isinstance(m, SpeechStart):
+                    self.send(_Raw({"type": "SpeechStarted", "channel": [0, 1],
+                                    "timestamp": round(m.sample / 16000, 3)}))
+
+    def send(self, msg: Any) -> None:
+        if isinstance(msg, wire.Final) and msg.eou and self._finalizing:
+            self._finalizing = False
+            msg = _Flushed(msg)
+        super().send(msg)
+
+    def close_code(self, reason: str) -> int:
+        return 1011 if reason in ("decode_failed", "idle_timeout") else 1000
+
+    # -- output ----------------------------------------------------------------------------
+    def _results(self, alt: dict[str, Any], start: float, end: float, *, is_final: bool,
+                 speech_final: bool = False, from_finalize: bool = False) -> str:
+        return json.dumps({
+            "type": "Results", "channel_index": [0, 1], "duration": round(end - start, 3),
+            "start": round(start, 3), "is_final": is_final, "speech_final": speech_final,
+            "from_finalize": from_finalize, "channel": {"alternatives": [alt]},
+            "metadata": {"request_id": self.sid, "model_info": _model_info(self.engine),
+                         "model_uuid": self._uuid}}, ensure_ascii=False)
+
+    def _final(self, f: wire.Final, from_finalize: bool) -> list[str]:
+        speech_final = f.eou and self.opts.speech_final
+        out = [self._results(alternative(list(f.words), f.text, self.opts.punctuate), f.start,
+                             f.end, is_final=True, speech_final=speech_final,
+                             from_finalize=from_finalize)]
+        if f.eou and self.opts.utterance_end_ms is not None:
+            out.append(json.dumps({"type": "UtteranceEnd", "channel": [0, 1],
+                                   "last_word_end": round(f.end, 3)}))
+        return out
+
+    def encode(self, msg: Any) -> list[str]:
+        if isinstance(msg, _Raw):
+            return [json.dumps(msg.body)]
+        if isinstance(msg, _Flushed):
+            if msg.final is not None:
+                return self._final(msg.final, True)
+            t = self.session.audio_seconds
+            return [self._results(alternative([], "", self.opts.punctuate), t, t,
+                                  is_final=True, from_finalize=True)]
+        if isinstance(msg, wire.Final):
+            return self._final(msg, False)
+        if isinstance(msg, wire.Partial):
+            if not self.opts.interim_results or not msg.text:
+                return []
+            alt = alternative(_guess_words(msg), msg.text, self.opts.punctuate)
+            return [self._results(alt, msg.start, msg.end, is_final=False)]
+        if isinstance(msg, wire.Error):
+            variant = "NET-0001" if msg.code == "idle_timeout" else msg.code
+            return [json.dumps({"type": "Error", "variant": variant,
+                                "description": msg.message, "message": msg.message})]
+        if isinstance(msg, wire.Closed):
+            return [json.dumps(self._metadata(msg.audio_seconds))]
+        return []  # ready and status have no Deepgram counterpart
+
+    def _metadata(self, seconds: float) -> dict[str, Any]:
+        return {"type": "Metadata", "transaction_key": "deprecated", "request_id": self.sid,
+                "sha256": self._sha.hexdigest(), "created": _iso(self._created),
+                "duration": round(seconds, 3), "channels": 1, "models": [self._uuid],
+                "model_info": {self._uuid: _model_info(self.engine)}}
+
+
+def _iso(t: datetime.datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+
+
+async def _deny(ws: WebSocket, exc: ClientError) -> None:
+    """Refuse the upgrade with Deepgram's HTTP status and JSON body (its SDKs raise an error
+    with that status); where the server cannot send one, an ``Error`` message and a close."""
+    status, body = _error_body(exc, str(uuid.uuid4()))
+    try:
+        await ws.send_denial_response(JSONResponse(body, status_code=status,
+                                                   headers={"dg-error": exc.message[:200]}))
+    except RuntimeError:
+        await ws.accept()
+        await ws.send_text(json.dumps({"type": "Error", "variant": exc.code,
+                                       "description": exc.message, "message": exc.message}))
+        await ws.close(1008)
+
+
+async def listen_live(server: WhisperWire, ws: WebSocket) -> None:
+    """``GET /deepgram/v1/listen`` (WebSocket)."""
+    try:
+        server.check_origin(ws)
+        q = ws.query_params
+        multi = {k: q.getlist(k) for k in q.keys()}
+        holder: dict[str, DeepgramOptions] = {}
+
+        def parse() -> wire.ListenParams:
+            holder["o"] = parse_options(q, multi, live=True)
+            return holder["o"].params
+
+        _, transcript = server.admit(speaker_token(ws.headers, q), parse)
+    except ClientError as exc:
+        server.metrics.errors.labels(exc.code).inc()
+        await _deny(ws, exc)
+        return
+    protocols = [p.strip().lower() for p in ws.headers.get("sec-websocket-protocol", "").split(",")]
+    await ws.accept(subprotocol=protocols[0] if protocols[0] in ("token", "bearer") else None,
+                    headers=[(b"dg-request-id", transcript.session.encode())])
+    await server.speak(DeepgramConnection(ws, holder["o"], server, transcript))
+
+
+async def _body(request: Request, limit: int) -> bytes:
+    data = bytearray()
+    async for chunk in request.stream():
+        data += chunk
+        if len(data) > limit:
+            raise ClientError("file_too_large", f"files are limited to {limit >> 20} MiB")
+    return bytes(data)
+
+
+async def listen_file(server: WhisperWire, request: Request) -> Response:
+    """``POST /deepgram/v1/listen``: a whole file in, Deepgram's pre-recorded JSON out."""
+    rid = str(uuid.uuid4())
+    try:
+        server.check_origin(request)
+        q = request.query_params
+        opts = parse_options(q, {k: q.getlist(k) for k in q.keys()}, live=False)
+        if request.headers.get("content-type", "").startswith("application/json"):
+            raise ClientError("unsupported_parameter", "fetching audio from a URL is not "
+                              "supported; POST the audio bytes instead")
+        data = await _body(request, MAX_FILE_BYTES)
+        audio = _raw_audio(data, opts) if "encoding" in q else read_media(data)
+        created = datetime.datetime.now(datetime.timezone.utc)
+        res = await decode_file(server, speaker_token(request.headers, q), audio,
+                                language=opts.params.language, prompt=opts.params.prompt)
+    except ClientError as exc:
+        server.metrics.errors.labels(exc.code).inc()
+        status, body = _error_body(exc, rid)
+        return JSONResponse(body, status_code=status)
+    body = prerecorded(server.engine, res, opts, created, hashlib.sha256(data).hexdigest())
+    return JSONResponse(body, headers={"dg-request-id": res.session})
+
+
+def _raw_audio(data: bytes, opts: DeepgramOptions) -> Any:
+    """Headerless audio in a file request (``encoding`` and ``sample_rate`` given)."""
+    import numpy as np
+
+    from ..audio import Resampler
+
+    if opts.encoding in ("mulaw", "alaw"):
+        x = g711_to_float(data, opts.encoding)
+    else:
+        x = np.frombuffer(data[: len(data) // 2 * 2], "<i2").astype(np.float32) / 32768.0
+    r = Resampler(opts.params.sample_rate)
+    return np.concatenate([r.process(x), r.flush()])
+
+
+def prerecorded(engine: Any, res: FileResult, opts: DeepgramOptions,
+                created: datetime.datetime, sha: str) -> dict[str, Any]:
+    """Deepgram's pre-recorded response; ``utterances`` and ``paragraphs`` when asked."""
+    words = [w for f in res.finals for w in f.words]
+    alt = alternative(words, res.text, opts.punctuate)
+    turns = _turns(res.finals)
+    if opts.paragraphs:
+        alt["paragraphs"] = _paragraphs(turns, opts.punctuate)
+    muid = _model_uuid(engine.model_name)
+    results: dict[str, Any] = {"channels": [{"alternatives": [alt],
+                                             "detected_language": res.language}]}
+    if opts.utterances:
+        results["utterances"] = [
+            {**alternative(t, " ".join(w.word.strip() for w in t), opts.punctuate),
+             "start": round(t[0].start, 3), "end": round(t[-1].end, 3), "channel": 0,
+             "speaker": 0, "id": str(uuid.uuid4())} for t in turns]
+    return {"metadata": {"transaction_key": "deprecated", "request_id": res.session,
+                         "sha256": sha, "created": _iso(created),
+                         "duration": round(res.seconds, 3),
+                         "channels": 1, "models": [muid],
+                         "model_info": {muid: _model_info(engine)}},
+            "results": results}
+
+
+def _turns(finals: list[wire.Final]) -> list[list[wire.Word]]:
+    """Words grouped by utterance (a final with ``eou`` ends one)."""
+    turns: list[list[wire.Word]] = [[]]
+    for f in finals:
+        turns[-1].extend(f.words)
+        if f.eou and turns[-1]:
+            turns.append([])
+    return [t for t in turns if t]
+
+
+def _paragraphs(turns: list[list[wire.Word]], punctuate: bool) -> dict[str, Any]:
+    paras = []
+    for t in turns:
+        sentences, cur = [], []
+        for w in t:
+            cur.append(w)
+            if w.word.rstrip().endswith((".", "?", "!", "。", "？", "！")):
+                sentences.append(cur)
+                cur = []
+        if cur:
+            sentences.append(cur)
+        paras.append({
+            "sentences": [{"text": alternative(s, "".join(w.word for w in s),
+                                               punctuate)["transcript"],
+                           "start": round(s[0].start, 3), "end": round(s[-1].end, 3)}
+                          for s in sentences],
+            "speaker": 0, "num_words": len(t), "start": round(t[0].start, 3),
+            "end": round(t[-1].end, 3)})
+    text = "\n\n".join(" ".join(s["text"] for s in p["sentences"]) for p in paras)
+    return {"transcript": "\n" + text if text else "", "paragraphs": paras}

@@ -1,0 +1,170 @@
+"""OpenAI's audio API under ``/v1``: ``POST /v1/audio/transcriptions`` and
+``/v1/audio/translations`` (multipart, every response format) and ``GET /v1/models``, so the
+``openai`` SDK works with only ``base_url`` changed.
+
+A file is decoded as a session of its own (:func:`.common.decode_file`); its id comes back in
+the ``x-request-id`` and ``x-whisperwire-session`` headers, and its transcript stays
+downloadable under that id like any other session's.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from starlette.datastructures import UploadFile
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+
+from .. import subtitles, wire
+from ..errors import ClientError
+from .common import FileResult, decode_file, read_media, speaker_token
+
+if TYPE_CHECKING:
+    from ..app import WhisperWire
+
+__all__ = ["list_models", "model_entries", "transcribe"]
+
+MAX_FILE_BYTES = 25 << 20  # OpenAI's limit, which its clients expect
+FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
+_STATUS = {"unauthorized": 401, "server_full": 429, "not_ready": 503, "shutting_down": 503,
+           "file_too_large": 413, "decode_failed": 500, "forbidden_origin": 403}
+_TYPE = {401: "invalid_request_error", 429: "rate_limit_error", 503: "server_error",
+         500: "server_error"}
+_NAMES = {"en": "english", "zh": "chinese", "de": "german", "es": "spanish", "fr": "french",
+          "ja": "japanese", "it": "italian", "pt": "portuguese", "ru": "russian",
+          "ko": "korean", "nl": "dutch", "ar": "arabic", "hi": "hindi", "pl": "polish"}
+
+
+def tasks(engine: Any) -> list[str]:
+    """A multilingual model also translates into English; an English-only one does not."""
+    return ["transcribe", "translate"] if len(engine.languages) > 1 else ["transcribe"]
+
+
+def model_entries(engine: Any) -> list[dict[str, Any]]:
+    """The loaded model in OpenAI's shape, with the languages it knows and its tasks (the web
+    page builds its language menu on these two fields)."""
+    return [{"id": engine.model_name, "object": "model", "created": 0,
+             "owned_by": "whisperwire", "languages": list(engine.languages),
+             "tasks": tasks(engine)}]
+
+
+async def list_models(server: WhisperWire, request: Request) -> JSONResponse:
+    """``GET /v1/models``."""
+    return JSONResponse({"object": "list", "data": model_entries(server.engine)})
+
+
+def error(exc: ClientError, param: str | None = None) -> JSONResponse:
+    status = _STATUS.get(exc.code, 400)
+    return JSONResponse({"error": {"message": exc.message,
+                                   "type": _TYPE.get(status, "invalid_request_error"),
+                                   "param": param, "code": exc.code}}, status_code=status)
+
+
+async def _form(request: Request) -> tuple[dict[str, Any], bytes]:
+    """The multipart fields (lists for ``name[]``) and the file's bytes, within the limit."""
+    size = request.headers.get("content-length")
+    if size is not None and size.isdigit() and int(size) > MAX_FILE_BYTES + (64 << 10):
+        raise ClientError("file_too_large", f"Maximum content size limit ({MAX_FILE_BYTES}) "
+                          "exceeded")
+    if not request.headers.get("content-type", "").startswith("multipart/form-data"):
+        raise ClientError("bad_request", "expected a multipart/form-data body")
+    try:
+        form = await request.form(max_files=1, max_fields=32)
+    except Exception as exc:  # noqa: BLE001 - any malformed body is the client's fault
+        raise ClientError("bad_request", f"could not parse the multipart body: {exc}") from None
+    fields: dict[str, Any] = {}
+    for key in form:
+        values = form.getlist(key)
+        fields[key] = values if key.endswith("[]") else values[-1]
+    upload = fields.pop("file", None)
+    if not isinstance(upload, UploadFile):
+        raise ClientError("missing_file", "the 'file' field with the audio is required")
+    data = await upload.read(MAX_FILE_BYTES + 1)
+    await form.close()
+    if len(data) > MAX_FILE_BYTES:
+        raise ClientError("file_too_large",
+                          f"Maximum content size limit ({MAX_FILE_BYTES}) exceeded")
+    return fields, data
+
+
+def _options(fields: dict[str, Any], task: str, engine: Any) -> tuple[str, list[str], Any]:
+    fmt = str(fields.get("response_format") or "json")
+    if fmt not in FORMATS:
+        raise ClientError("unsupported_response_format",
+                          f"response_format must be one of {', '.join(FORMATS)}")
+    grans = [str(g) for g in fields.get("timestamp_granularities[]", [])] or ["segment"]
+    if any(g not in ("word", "segment") for g in grans):
+        raise ClientError("bad_timestamp_granularities",
+                          "timestamp_granularities[] are 'word' and 'segment'")
+    if str(fields.get("stream", "false")).lower() == "true":
+        raise ClientError("unsupported_stream", "stream=true is not supported; use the "
+                          "realtime WebSocket /v1/realtime?intent=transcription")
+    if task not in tasks(engine):
+        raise ClientError("unsupported_task", f"model {engine.model_name} cannot translate")
+    try:
+        float(fields.get("temperature") or 0.0)
+    except ValueError:
+        raise ClientError("bad_temperature", "temperature must be a number") from None
+    lang = str(fields.get("language") or "").split("-")[0].lower() or None
+    prompt = str(fields.get("prompt") or "") or None
+    if prompt is not None and len(prompt) > 1000:
+        raise ClientError("bad_prompt", "prompt is limited to 1000 characters")
+    if lang is not None and not (lang.isalpha() and 2 <= len(lang) <= 3):
+        raise ClientError("bad_language", f"unsupported language {lang!r}")
+    return fmt, grans, (lang, prompt)
+
+
+async def transcribe(server: WhisperWire, request: Request, task: str) -> Response:
+    """``POST /v1/audio/transcriptions`` (task ``transcribe``) and ``/translations``."""
+    started = time.monotonic()
+    try:
+        server.check_origin(request)
+        fields, data = await _form(request)
+        fmt, grans, (lang, prompt) = _options(fields, task, server.engine)
+        audio = read_media(data)
+        res = await decode_file(server, speaker_token(request.headers, request.query_params),
+                                audio, language=lang, task=task, prompt=prompt)
+    except ClientError as exc:
+        server.metrics.errors.labels(exc.code).inc()
+        param = "file" if exc.code in ("bad_file", "file_too_large", "missing_file") else None
+        return error(exc, param)
+    headers = {"x-request-id": res.session, "x-whisperwire-session": res.session,
+               "openai-processing-ms": str(int((time.monotonic() - started) * 1000))}
+    return render(res, fmt, grans, task, headers)
+
+
+def render(res: FileResult, fmt: str, grans: list[str], task: str,
+           headers: dict[str, str]) -> Response:
+    if fmt == "text":
+        return PlainTextResponse(res.text + "\n", headers=headers)
+    if fmt == "srt":
+        return PlainTextResponse(subtitles.to_srt(res.finals), headers=headers)
+    if fmt == "vtt":
+        return PlainTextResponse(subtitles.to_vtt(res.finals), headers=headers)
+    usage = {"type": "duration", "seconds": round(res.seconds, 3)}
+    if fmt == "json":
+        body: dict[str, Any] = {"text": res.text}
+        if task == "transcribe":
+            body["usage"] = usage
+        return JSONResponse(body, headers=headers)
+    body = {"task": task, "language": _NAMES.get(res.language, res.language),
+            "duration": round(res.seconds, 3), "text": res.text}
+    if "segment" in grans:
+        body["segments"] = [_segment(i, f) for i, f in enumerate(res.finals)]
+    if "word" in grans and task == "transcribe":
+        body["words"] = [{"word": w.word.strip(), "start": round(w.start, 3),
+                          "end": round(w.end, 3)} for f in res.finals for w in f.words]
+    if task == "transcribe":
+        body["usage"] = usage
+    return JSONResponse(body, headers=headers)
+
+
+def _segment(i: int, f: wire.Final) -> dict[str, Any]:
+    import math
+
+    lp = [math.log(max(w.probability, 1e-6)) for w in f.words]
+    return {"id": i, "seek": 0, "start": round(f.start, 3), "end": round(f.end, 3),
+            "text": f.text, "tokens": [], "temperature": 0.0,
+            "avg_logprob": round(sum(lp) / len(lp), 4) if lp else 0.0,
+            "compression_ratio": 1.0, "no_speech_prob": 0.0}

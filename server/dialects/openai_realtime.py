@@ -1,0 +1,343 @@
+"""OpenAI realtime transcription: ``GET /v1/realtime?intent=transcription`` (WebSocket), so
+``client.realtime.connect(extra_query={"intent": "transcription"})`` of the ``openai`` SDK
+works with only ``base_url`` changed.
+
+Turns are conversation items. With ``server_vad`` our VAD opens and closes them
+(``speech_started``, ``speech_stopped``, ``committed``); with ``turn_detection: null`` the
+client's ``commit`` does. Our finals go out as the item's ``delta`` events the moment they are
+final, so deltas are append-only: no later delta contradicts one sent, and the deltas of an item
+joined are exactly its ``completed`` transcript. The session id is in ``session.created``
+(``session.id``), for viewers and transcript downloads.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import json
+import secrets
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from starlette.websockets import WebSocket
+
+from .. import wire
+from ..errors import ClientError
+from ..listen import ListenConnection
+from ..text import join_texts
+from ..vad import SpeechEnd, SpeechStart, VadSegmenter, webrtc_classifier
+from .common import g711_to_float, speaker_token
+
+if TYPE_CHECKING:
+    from ..app import WhisperWire
+
+__all__ = ["RealtimeConnection", "realtime"]
+
+RATE = 24000
+_FORMATS = {"audio/pcm": ("pcm", RATE), "audio/pcmu": ("mulaw", 8000),
+            "audio/pcma": ("alaw", 8000), "pcm16": ("pcm", RATE),
+            "g711_ulaw": ("mulaw", 8000), "g711_alaw": ("alaw", 8000)}
+
+
+def _id(prefix: str) -> str:
+    return prefix + secrets.token_hex(10)
+
+
+@dataclass
+class _Item:
+    id: str
+    start: float | None = None  # seconds of stream, from the VAD (server_vad)
+    end: float | None = None
+    parts: list[str] = field(default_factory=list)
+    text: str = ""
+
+    def add(self, piece: str) -> str:
+        """Append a final's text; the delta that extends the transcript by it."""
+        self.parts.append(piece)
+        new = join_texts(self.parts).strip()
+        delta = new[len(self.text):] if new.startswith(self.text) else " " + piece.strip()
+        self.text += delta
+        return delta
+
+
+@dataclass(frozen=True)
+class _Raw:
+    body: dict[str, Any]
+
+
+class RealtimeConnection(ListenConnection):
+    """An OpenAI realtime transcription session on our session machinery."""
+
+    def __init__(self, ws: WebSocket, server: WhisperWire, transcript: Any, model: str) -> None:
+        params = wire.ListenParams(sample_rate=RATE)
+        super().__init__(ws, params, server.engine, server.hub, transcript, server.config,
+                         server.metrics)
+        # base64 audio travels in JSON: a frame of max_message_bytes audio, plus the envelope
+        self.max_text_chars = server.config.max_message_bytes * 4 // 3 + 4096
+        self.model = model
+        self.law = "pcm"
+        self.fmt = {"type": "audio/pcm", "rate": RATE}
+        self.turns: dict[str, Any] | None = {"type": "server_vad", "silence_duration_ms":
+                                             server.config.vad.hangover_ms,
+                                             "prefix_padding_ms": server.config.vad.pre_roll_ms,
+                                             "threshold": 0.5}
+        self.items: deque[_Item] = deque()
+        self.last_item: str | None = None
+        self.commits = 0  # commits whose turn is not complete yet (manual turns)
+        self.heard = 0  # samples since the last commit or clear
+        self.beta = False  # the client speaks the beta transcription_session.* events
+
+    # -- events out ------------------------------------------------------------------------
+    def event(self, kind: str, **body: Any) -> None:
+        self.send(_Raw({"type": kind, "event_id": _id("event_"), **body}))
+
+    def _session(self) -> dict[str, Any]:
+        tr = {"model": self.model, "language": self.session.language,
+              "prompt": self.session.user_prompt or None}
+        return {"type": "transcription", "id": self.sid, "object": "realtime.transcription_session",
+                "audio": {"input": {"format": self.fmt, "transcription": tr,
+                                    "turn_detection": self.turns, "noise_reduction": None}},
+                "include": None}
+
+    def greet(self) -> None:
+        self.event("session.created", session=self._session())
+
+    def encode(self, msg: Any) -> list[str]:
+        if isinstance(msg, _Raw):
+            return [json.dumps(msg.body, ensure_ascii=False)]
+        if isinstance(msg, wire.Error):
+            return [json.dumps({"type": "error", "event_id": _id("event_"), "error": {
+                "type": "invalid_request_error", "code": msg.code, "message": msg.message,
+                "param": None, "event_id": None}})]
+        return []
+
+    # -- input -----------------------------------------------------------------------------
+    def take_audio(self, data: bytes) -> Any:
+        raise ClientError("bad_audio", "send audio as input_audio_buffer.append events")
+
+    def take_text(self, text: str) -> bool:
+        try:
+            msg = json.loads(text)
+        except (ValueError, RecursionError):
+            raise ClientError("invalid_json", "the event is not valid JSON") from None
+        if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
+            raise ClientError("invalid_event", "an event is a JSON object with a 'type'")
+        kind = msg["type"]
+        if kind == "input_audio_buffer.append":
+            self._append(msg.get("audio"))
+        elif kind in ("session.update", "transcription_session.update"):
+            self.beta = kind.startswith("transcription_session")
+            self._update(msg.get("session"))
+        elif kind == "input_audio_buffer.commit":
+            self._commit()
+        elif kind == "input_audio_buffer.clear":
+            self.session.abandon()
+            self.heard = 0
+            self.event("input_audio_buffer.cleared")
+        else:
+            raise ClientError("invalid_event", f"unsupported event type {kind!r} in a "
+                              "transcription session")
+        return False
+
+    def _append(self, audio: Any) -> None:
+        if not isinstance(audio, str):
+            raise ClientError("invalid_audio", "input_audio_buffer.append needs 'audio' "
+                              "(base64)")
+        try:
+            data = base64.b64decode(audio, validate=True)
+        except (binascii.Error, ValueError):
+            raise ClientError("invalid_audio", "'audio' is not valid base64") from None
+        if self.law != "pcm":
+            x = g711_to_float(data, self.law)
+        elif len(data) % 2:
+            raise ClientError("invalid_audio", "pcm16 audio must be a whole number of samples")
+        else:
+            x = ListenConnection.take_audio(self, data)
+        self.heard += len(x)
+        self.feed(x)
+
+    def _commit(self) -> None:
+        if self.heard < self.params.sample_rate // 10:  # OpenAI's own rule: at least 100 ms
+            raise ClientError("input_audio_buffer_commit_empty",
+                              "buffer too small: a commit needs at least 100 ms of audio")
+        self.heard = 0
+        item = self._head()
+        self.event("input_audio_buffer.committed", item_id=item.id,
+                   previous_item_id=self.last_item)
+        self.finalize()
+        if self.session.flushed:
+            self._complete()
+        else:
+            self.commits += 1
+
+    # -- turns -----------------------------------------------------------------------------
+    def _head(self) -> _Item:
+        if not self.items:
+            self.items.append(_Item(_id("item_")))
+        return self.items[0]
+
+    def _complete(self) -> None:
+        item = self.items.popleft() if self.items else _Item(_id("item_"))
+        self.event("conversation.item.input_audio_transcription.completed", item_id=item.id,
+                   content_index=0, transcript=item.text,
+                   usage={"type": "duration", "seconds": round(
+                       (item.end or 0.0) - (item.start or 0.0), 3) if item.end else 0.0})
+        self.last_item = item.id
+
+    def on_vad(self, marks: list[Any]) -> None:
+        if self.turns is None:
+            return  # manual turns: the client's commits delimit them
+        for m in marks:
+            t = m.sample / 16000
+            if isinstance(m, SpeechStart):
+                item = _Item(_id("item_"), start=t)
+                self.items.append(item)
+                self.event("input_audio_buffer.speech_started", item_id=item.id,
+                           audio_start_ms=int(t * 1000))
+            elif isinstance(m, SpeechEnd) and self.items:
+                item = self.items[-1]
+                item.end = t
+                self.event("input_audio_buffer.speech_stopped", item_id=item.id,
+                           audio_end_ms=int(t * 1000))
+                prev = self.items[-2].id if len(self.items) > 1 else self.last_item
+                self.event("input_audio_buffer.committed", item_id=item.id,
+                           previous_item_id=prev)
+
+    def send(self, msg: Any) -> None:
+        if isinstance(msg, wire.Final):
+            self._final(msg)
+        super().send(msg)
+
+    def _final(self, f: wire.Final) -> None:
+        if self.turns is not None:
+            # utterances that ended before this final began said nothing (noise): complete them
+            while len(self.items) > 1 and self.items[0].end is not None \
+                    and self.items[0].end <= f.start and not self.items[0].parts:
+                self._complete()
+        item = self._head()
+        delta = item.add(f.text)
+        if delta:
+            self.event("conversation.item.input_audio_transcription.delta", item_id=item.id,
+                       content_index=0, delta=delta)
+        if f.eou and (self.turns is not None or self.commits):
+            self.commits = max(0, self.commits - 1)
+            self._complete()
+
+    def _update(self, s: Any) -> None:
+        if not isinstance(s, dict):
+            raise ClientError("invalid_session", "session.update needs a 'session' object")
+        if s.get("type", "transcription") != "transcription":
+            raise ClientError("invalid_session", "only transcription sessions are supported "
+                              "(session.type 'transcription')")
+        if self.beta:  # the beta event's flat fields
+            inp = {"format": s.get("input_audio_format"),
+                   "transcription": s.get("input_audio_transcription")}
+            if "turn_detection" in s:
+                inp["turn_detection"] = s["turn_detection"]
+        else:
+            inp = (s.get("audio") or {}).get("input") or {}
+        if not isinstance(inp, dict):
+            raise ClientError("invalid_session", "audio.input must be an object")
+        if inp.get("format") is not None:
+            self._format(inp["format"])
+        if inp.get("transcription") is not None:
+            self._transcription(inp["transcription"])
+        if "turn_detection" in inp:
+            self._turn_detection(inp["turn_detection"])
+        if self.beta:
+            self.event("transcription_session.updated", session=self._session())
+        else:
+            self.event("session.updated", session=self._session())
+
+    def _format(self, fmt: Any) -> None:
+        kind = fmt.get("type") if isinstance(fmt, dict) else fmt
+        if kind not in _FORMATS:
+            raise ClientError("invalid_format", f"audio format {kind!r} is not supported; "
+                              "use audio/pcm (24 kHz), audio/pcmu or audio/pcma")
+        law, rate = _FORMATS[kind]
+        if isinstance(fmt, dict) and fmt.get("rate") not in (None, rate):
+            raise ClientError("invalid_format", f"{kind} is {rate} Hz")
+        if rate != self.params.sample_rate:
+            if self.session.samples_in:
+                raise ClientError("invalid_format", "the audio format cannot change after "
+                                  "audio has been sent")
+            from ..audio import Resampler
+
+            self.params = wire.ListenParams(sample_rate=rate)
+            self.resampler = Resampler(rate)
+        self.law = law
+        self.fmt = {"type": kind, "rate": rate} if kind.startswith("audio/") else kind
+
+    def _transcription(self, tr: Any) -> None:
+        if not isinstance(tr, dict):
+            raise ClientError("invalid_session", "transcription must be an object")
+        lang = tr.get("language")
+        if lang:
+            base = str(lang).split("-")[0].lower()
+            if base not in self.engine.languages:
+                raise ClientError("invalid_language", f"model {self.engine.model_name} does "
+                                  f"not know language {lang!r}")
+            self.session.language = base
+        prompt = tr.get("prompt")
+        if prompt is not None:
+            if len(str(prompt)) > 1000:
+                raise ClientError("invalid_prompt", "prompt is limited to 1000 characters")
+            self.session.user_prompt = str(prompt)
+        if tr.get("model"):
+            self.model = str(tr["model"])
+
+    def _turn_detection(self, td: Any) -> None:
+        if td is None:
+            self.turns = None
+            return
+        if not isinstance(td, dict) or td.get("type") != "server_vad":
+            raise ClientError("invalid_turn_detection", "turn_detection is server_vad or null "
+                              "(semantic_vad is not supported)")
+        silence = td.get("silence_duration_ms")
+        if silence is not None:
+            if not isinstance(silence, int) or not 200 <= silence <= 10000:
+                raise ClientError("invalid_turn_detection",
+                                  "silence_duration_ms must be 200..10000")
+            self._hangover(silence)
+        self.turns = {**(self.turns or {}), **td}
+
+    def _hangover(self, ms: int) -> None:
+        """The VAD ends utterances after ``ms`` of silence: set before any audio (stream
+        positions start at the VAD's first sample)."""
+        opts = self.vad.vad.opt
+        if ms == opts.hangover_ms:
+            return
+        if self.session.samples_in:
+            raise ClientError("invalid_turn_detection", "silence_duration_ms cannot change "
+                              "after audio has been sent")
+        opts = dataclasses.replace(opts, hangover_ms=ms)
+        self.vad.vad = VadSegmenter(opts, webrtc_classifier(opts.aggressiveness))
+
+
+async def realtime(server: WhisperWire, ws: WebSocket) -> None:
+    """``GET /v1/realtime?intent=transcription`` (WebSocket)."""
+    protocols = [p.strip() for p in ws.headers.get("sec-websocket-protocol", "").split(",")]
+    sub = "realtime" if "realtime" in protocols else None
+    try:
+        server.check_origin(ws)
+        if ws.query_params.get("intent") != "transcription":
+            raise ClientError("unsupported_intent", "only transcription sessions are served "
+                              "here: connect with ?intent=transcription")
+        token = speaker_token(ws.headers, ws.query_params)
+        for p in protocols:
+            if p.startswith("openai-insecure-api-key."):
+                token = p.split(".", 1)[1]
+        _, transcript = server.admit(token, lambda: wire.ListenParams(sample_rate=RATE))
+    except ClientError as exc:
+        server.metrics.errors.labels(exc.code).inc()
+        await ws.accept(subprotocol=sub)
+        await ws.send_text(json.dumps({"type": "error", "event_id": _id("event_"), "error": {
+            "type": "invalid_request_error", "code": exc.code, "message": exc.message,
+            "param": None, "event_id": None}}))
+        await ws.close(1008)
+        return
+    await ws.accept(subprotocol=sub)
+    model = ws.query_params.get("model") or server.engine.model_name
+    await server.speak(RealtimeConnection(ws, server, transcript, model))
