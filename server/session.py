@@ -294,7 +294,8 @@ class StreamSession:
             # may have led Whisper astray: first the prompt, then the forced prefix
             prompt=self._prompt(prefix) if u.retries == 0 else "",
             prefix=join_words(prefix) if u.retries < 2 else "",
-            language=self.language if self._detect_pending else self.detected_language,
+            language=self.detected_language if self.language in (None, "auto")
+            and not self._detect_pending else self.language,
             task=self.task,
             final=kind == _Kind.END,
             careful=careful,

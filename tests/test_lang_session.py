@@ -1,0 +1,132 @@
+"""Languages in a session, sans-I/O: a scripted decoder that speaks Chinese (in either script)
+and detects languages the way Whisper does, unsure on short windows."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from whisperwire.server import wire
+from whisperwire.server.decoding import DecodeRequest, DecodeResult
+from whisperwire.server.session import StreamOptions, StreamSession
+from whisperwire.server.vad import VadOptions, VadSegmenter
+from whisperwire.server.wire import Final, Language, Partial, Word
+
+SR = 16000
+HAN_SPACE_HAN = re.compile(r"[\u3400-\u9fff]\s+[\u3400-\u9fff]")
+# what is said, one (text, seconds) per Whisper word; traditional characters on purpose
+SAID = [(" 他稱", 0.5), ("他", 0.25), ("製作了", 0.6), ("一個", 0.4), (" Wi-Fi", 0.5),
+        ("門鈴", 0.5), ("。", 0.1), (" 現場", 0.5), ("活動", 0.5), ("包括", 0.5), ("打獵", 0.5),
+        ("，", 0.1), ("日本", 0.5), (" coaster", 0.6), ("小巴車", 0.7), ("。", 0.1)]
+SIMPLIFIED = "他称他制作了一个Wi-Fi门铃。现场活动包括打猎，日本coaster小巴车。"
+TRADITIONAL = "他稱他製作了一個Wi-Fi門鈴。現場活動包括打獵，日本coaster小巴車。"
+
+
+def speech(pause_s: float = 0.0) -> tuple[np.ndarray, list[tuple[str, float, float]]]:
+    """Noise bursts where SAID's words are, with an optional long pause in the middle; and
+    the words' stream times."""
+    parts, truth, t = [np.zeros(SR // 2, np.float32)], [], 0.5
+    rng = np.random.default_rng(3)
+    for i, (w, d) in enumerate(SAID):
+        if pause_s and i == len(SAID) // 2:
+            parts.append(np.zeros(int(pause_s * SR), np.float32))
+            t += pause_s
+        parts.append((0.3 * rng.standard_normal(int(d * SR))).astype(np.float32))
+        parts.append(np.zeros(int(0.15 * SR), np.float32))  # the energy gate needs its floor
+        truth.append((w, t, t + d))
+        t += d + 0.15
+    parts.append(np.zeros(SR * 2, np.float32))
+    return np.concatenate(parts), truth
+
+
+class ChineseDecoder:
+    """The words inside the window after the prefix; with language auto it detects like
+    Whisper: Korean and unsure under 1.5 s of audio, Chinese and sure after."""
+
+    def __init__(self, truth):
+        self.truth, self.requests = truth, []
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        self.requests.append(req)
+        a, b = req.offset, req.offset + req.duration
+        n_prefix = len(req.prefix)  # characters: no spaces in what was committed
+        words, seen = [], 0
+        for text, s, e in self.truth:
+            if e <= a + 0.05 or s >= b:
+                continue
+            seen += len(text.strip())
+            if seen > n_prefix:
+                words.append(Word(text, max(s, a) - a, min(e, b) - a, 0.9))
+        if req.language in (None, "auto"):
+            lang, p = ("ko", 0.4) if req.duration < 1.5 else ("zh", 0.97)
+        else:
+            lang, p = req.language, 0.0
+        return DecodeResult(tuple(words), "".join(w.word for w in words), 0.01, -0.2, 1.2, lang, p)
+
+
+def run(language, zh_script=None, pause_s=0.0):
+    audio, truth = speech(pause_s)
+    dec = ChineseDecoder(truth)
+    s = StreamSession(StreamOptions(), VadSegmenter(VadOptions(), lambda f: True),
+                      language=language, zh_script=zh_script)
+    events = []
+    for i in range(0, len(audio), 1600):
+        s.feed_audio(audio[i : i + 1600])
+        while (req := s.next_decode()) is not None:
+            s.decoded(req.id, dec(req))
+        events += s.events()
+    s.finish()
+    while (req := s.next_decode()) is not None:
+        s.decoded(req.id, dec(req))
+    events += s.events()
+    assert s.flushed
+    return events, dec
+
+
+def text_of(events):
+    return "".join(e.text for e in events if isinstance(e, Final))
+
+
+def test_chinese_finals_are_simplified_without_spaces_by_default():
+    events, _ = run("zh")
+    assert text_of(events) == SIMPLIFIED
+    for e in events:
+        if isinstance(e, (Final, Partial)):
+            assert not HAN_SPACE_HAN.search(e.text) and " " not in e.text, e
+    words = [w for e in events if isinstance(e, Final) for w in e.words]
+    assert "".join(w.word for w in words) == text_of(events)
+    assert not any(isinstance(e, Language) for e in events)  # the language was given
+
+
+def test_zh_script_traditional_and_as_is():
+    assert text_of(run("zh", "traditional")[0]) == TRADITIONAL
+    assert text_of(run("zh", "as_is")[0]) == "".join(w.strip() for w, _ in SAID)
+
+
+def test_auto_detects_once_tells_the_client_and_commits_nothing_before():
+    events, dec = run("auto")
+    langs = [e for e in events if isinstance(e, Language)]
+    assert [(x.language, x.probability) for x in langs] == [("zh", 0.97)]
+    first = events.index(langs[0])
+    assert not any(isinstance(e, Final) for e in events[:first])  # unsure: partials only
+    asked = [r.language for r in dec.requests]
+    n_auto = asked.index("zh")
+    assert set(asked[:n_auto]) == {"auto"} and set(asked[n_auto:]) == {"zh"}
+    assert text_of(events) == SIMPLIFIED  # simplified: detected zh
+    assert wire.decode(wire.encode(langs[0])).language == "zh"
+
+
+def test_auto_detects_again_after_a_long_pause():
+    events, dec = run("auto", pause_s=12.0)
+    langs = [e for e in events if isinstance(e, Language)]
+    assert len(langs) == 2 and langs[1].start > langs[0].start + 12
+    asked = [r.language for r in dec.requests]
+    assert "auto" in asked[asked.index("zh"):]  # asked again after the pause
+
+
+def test_prompt_of_long_chinese_text_keeps_its_last_characters():
+    events, dec = run("zh", pause_s=3.0)
+    prompts = [r.prompt for r in dec.requests if r.prompt]
+    assert prompts and all(not HAN_SPACE_HAN.search(p) for p in prompts)
+    assert all(len(p) > 0 for p in prompts)
