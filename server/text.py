@@ -19,7 +19,7 @@ from typing import Iterable, Sequence
 
 from .wire import ZH_SCRIPTS, Word
 
-__all__ = ["ZH_SCRIPTS", "convert_words", "display_width", "is_unspaced", "join_texts",
+__all__ = ["ZH_SCRIPTS", "cer", "cer_tokens", "convert_words", "display_width", "is_unspaced", "join_texts",
            "needs_space", "script_for", "split_units", "split_words", "tidy", "to_script", "wrap_units"]
 
 _OPENCC = {"simplified": "t2s", "traditional": "s2t"}
@@ -197,3 +197,36 @@ def convert_words(words: Sequence[Word], script: str, before: str = "") -> list[
         result.append(replace(w, word=word))
         prev = t or prev
     return result
+
+
+# -- scoring ---------------------------------------------------------------------------
+def cer_tokens(text: str, script: str = "as_is") -> list[str]:
+    """``text`` as character-error-rate tokens: each CJK character one token, each Latin or
+    digit run one token (``wifi`` is one); case, punctuation and spaces dropped, and the
+    Chinese in ``script`` (score in simplified to forgive Whisper's script mixing)."""
+    text = to_script(unicodedata.normalize("NFKC", text).lower(), script)
+    out: list[str] = []
+    run = ""
+    for ch in text:
+        if is_unspaced(ch) and ch.isalnum():
+            if run:
+                out.append(run)
+                run = ""
+            out.append(ch)
+        elif ch.isalnum():
+            run += ch
+        elif ch in "-'" and run:
+            continue  # Wi-Fi is wifi
+        elif run:
+            out.append(run)
+            run = ""
+    if run:
+        out.append(run)
+    return out
+
+
+def cer(reference: str, hypothesis: str, script: str = "as_is") -> float:
+    from .wer import word_errors
+
+    ref = cer_tokens(reference, script)
+    return word_errors(ref, cer_tokens(hypothesis, script)) / max(1, len(ref))

@@ -99,3 +99,14 @@ def test_split_words_keeps_latin_runs_whole_and_times_in_order():
     assert [w.word for w in out] == [" Wi-Fi", "门", "铃", " hello"]
     assert out[0].start == 1.0 and abs(out[2].end - 2.4) < 1e-9
     assert all(a.end <= b.start + 1e-9 for a, b in zip(out, out[1:]))
+
+
+def test_cer_counts_han_characters_and_latin_runs():
+    from whisperwire.server.text import cer, cer_tokens
+
+    assert cer_tokens("他称，他制作了一个Wi-Fi门铃 123") == [
+        "他", "称", "他", "制", "作", "了", "一", "个", "wifi", "门", "铃", "123"]
+    ref = "他称他制作了一个wifi门铃"
+    assert cer(ref, "他稱,他製作了一個Wi-Fi門鈴", "simplified") == 0.0
+    assert cer(ref, "他稱,他製作了一個Wi-Fi門鈴") == 5 / 11  # 稱 製 個 門 鈴: as written
+    assert cer(ref, "") == 1.0
