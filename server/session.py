@@ -61,6 +61,9 @@ class StreamOptions:
     # words ending this close to the window's end are never committed by agreement: Whisper's
     # last words are the ones it most often changes once it hears what follows
     holdback_ms: int = 300
+    # agreement never commits a word the newest greedy decode gives less than this: two greedy
+    # passes agree on hard speech's unsure words too, and they wait for the careful decode
+    commit_probability: float = 0.0
     # a ``finalize`` waits until the utterance holds this much audio past the committed point:
     # Whisper invents words ("Thank you.") for slivers of audio decoded on their own
     min_final_ms: int = 1000
@@ -116,6 +119,26 @@ def repeated_head(prefix: list[str], keys: list[str]) -> int:
             if seq[p : p + length] == seq[p - length : p]:
                 head = max(head, p + length - n0)
     return head
+
+
+ECHO_PROBABILITY = 0.5
+
+
+def _drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str]
+                        ) -> tuple[list[Word], list[str]]:
+    """Words that only say the unit before them again, and that Whisper itself doubts: over
+    the silence after an utterance it echoes its last word ("Yummy." then "Yummy.", p=0.44),
+    where a speaker's own "no, no" comes out sure."""
+    kept_w: list[Word] = []
+    kept_k: list[str] = []
+    before = prefix[-1] if prefix else None
+    for w, k in zip(words, keys):
+        if k and k == before and w.probability < ECHO_PROBABILITY:
+            continue
+        kept_w.append(w)
+        kept_k.append(k)
+        before = k
+    return kept_w, kept_k
 
 
 class _Run:
@@ -400,7 +423,8 @@ class StreamSession:
         else:
             if req.duration * 1000 >= self.opt.commit_after_ms and not unsure:
                 until = win_end - self.opt.holdback_ms / 1000
-                self._emit_final(u.buffer.commit_agreed(until), eou=False)
+                agreed = u.buffer.commit_agreed(until, self.opt.commit_probability)
+                self._emit_final(agreed, eou=False)
             else:
                 u.buffer.commit_until(-1.0)  # too little audio to trust: remember, commit nothing
             self._slide_window(u)
@@ -478,6 +502,7 @@ class StreamSession:
         prefix = [unit_key(x) for x in text_units(req.prefix)]
         skip = repeated_head(prefix, keys)
         out, keys = out[skip:], keys[skip:]
+        out, keys = _drop_unsure_echoes(prefix, out, keys)
         cut = loop_start(prefix, keys)
         trimmed = cut < len(keys) or len(out) < len(r.words)
         if not trimmed and r.compression_ratio > o.compression_ratio_threshold:

@@ -337,6 +337,28 @@ def test_the_utterance_end_never_repeats_committed_words():
     assert words == [t for t, _, _ in truth]
 
 
+class EchoingDecoder(ScriptedDecoder):
+    """At an utterance's end, says the prefix's last word once more, unsure of it, in the
+    silence after the speech ("Yummy." then "Yummy."), as tiny.en does on child speech."""
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        good = super().__call__(req)
+        if not req.final:
+            return good
+        last = good.words[-1].word.strip() if good.words else req.prefix.split()[-1]
+        end = req.duration
+        echo = Word(" " + last, end - 0.1, end - 0.02, 0.44)
+        return DecodeResult(good.words + (echo,), "", 0.03, -0.16, 1.0)
+
+
+def test_an_unsure_echo_of_the_last_word_is_not_a_new_word():
+    audio, truth = make_stream(12, pause_every=6, pause_s=2.5)
+    s = StreamSession(StreamOptions(), energy_vad())
+    fin = finals(drive(s, EchoingDecoder(truth), audio))
+    words = [w.word.strip() for f in fin for w in f.words]
+    assert words == [t for t, _, _ in truth]
+
+
 def test_a_backlog_of_short_utterances_is_decoded_in_few_windows():
     """Flat-out input of 40 short utterances: queued utterances share windows (bounded by
     max_window_ms), nothing is lost and the backlog figure shows the queue."""
