@@ -131,6 +131,33 @@ def run(args: argparse.Namespace) -> dict:
     return out
 
 
+def capacity(args: argparse.Namespace) -> dict:
+    """The most real-time streams that hold the latency rule, by bisection on N: double N
+    while it holds, then halve the gap between the last N that held and the first that did
+    not. Every N tried is a row of the table (a fresh server each time)."""
+    tried: dict[int, dict] = {}
+
+    def holds(n: int) -> bool:
+        one = argparse.Namespace(**{**vars(args), "streams": [n], "noise": False})
+        out = run(one)
+        tried[n] = out
+        return out["runs"][0]["meets_latency_rule"]
+
+    lo, hi, n = 0, None, 1
+    while n <= args.max_streams and holds(n):
+        lo, n = n, n * 2
+    hi = n if n <= args.max_streams else None
+    while hi is not None and hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if holds(mid) else (lo, mid)
+    first = tried[min(tried)]
+    first["runs"] = [tried[k]["runs"][0] for k in sorted(tried)]
+    first["streams_tried"] = sorted(tried)
+    first["capacity"] = lo
+    first["name"] = args.name
+    return first
+
+
 def _f(x, fmt="{:.2f}") -> str:
     return "–" if x is None else fmt.format(x)
 
@@ -186,6 +213,15 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("smoke", help="N=1 on short audio (CI)")
     s.add_argument("--name", default="smoke")
     s.add_argument("--out", type=Path, default=RESULTS)
+    c = sub.add_parser("capacity", help="the most real-time streams that hold the latency "
+                       "rule (bisection on N); a table of every N tried")
+    c.add_argument("--name", default="capacity")
+    c.add_argument("--seconds", type=float, default=60.0, help="audio per stream (whole files)")
+    c.add_argument("--max-streams", type=int, default=32)
+    c.add_argument("--max-batch", type=int, default=8)
+    c.add_argument("--threads", type=int, default=0)
+    c.add_argument("--server-arg", action="append", default=[])
+    c.add_argument("--out", type=Path, default=RESULTS)
     a = sub.add_parser("accuracy", help="streaming vs offline WER on every speech folder")
     a.add_argument("--name", default="accuracy")
     a.add_argument("--modes", default="realtime,flat,flat4", type=lambda s: s.split(","))
@@ -202,6 +238,11 @@ def main(argv: list[str] | None = None) -> int:
         out = accuracy.run(args.name, args.modes, args.parallel, args.threads, args.only,
                            tuple(args.server_arg))
         print(accuracy.write(out, args.modes, args.out))
+        return 0
+    if args.cmd == "capacity":
+        args.speed, args.url = 1.0, None
+        out = capacity(args)
+        print(write(out, args.out))
         return 0
     if args.cmd == "smoke":
         args = smoke_args(args.name, args.out)
