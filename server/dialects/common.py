@@ -26,7 +26,7 @@ from ..text import join_texts
 if TYPE_CHECKING:
     from ..app import WhisperWire
 
-__all__ = ["G711", "FileResult", "decode_file", "g711_to_float", "read_media", "speaker_token"]
+__all__ = ["G711", "FileResult", "check_speaker", "decode_file", "g711_to_float", "read_media", "speaker_token"]
 
 
 def speaker_token(headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
@@ -40,6 +40,12 @@ def speaker_token(headers: Mapping[str, str], query: Mapping[str, str]) -> str |
     if len(protocols) == 2 and protocols[0].lower() in ("token", "bearer") and protocols[1]:
         return protocols[1]
     return query.get("token") or None
+
+
+def check_speaker(server: WhisperWire, token: str | None) -> None:
+    """Before a request body is read at all: may this token speak?"""
+    if not server.config.auth.can_speak(token):
+        raise ClientError("unauthorized", "a valid speak token is required")
 
 
 def _mulaw_table() -> np.ndarray:

@@ -11,6 +11,7 @@ follow a Deepgram stream like any other.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import datetime
 import hashlib
@@ -28,7 +29,7 @@ from ..errors import ClientError
 from ..listen import ListenConnection
 from ..vad import SpeechStart, VadSegmenter, webrtc_classifier
 from ..wer import normalize
-from .common import FileResult, decode_file, g711_to_float, read_media, speaker_token
+from .common import FileResult, check_speaker, decode_file, g711_to_float, read_media, speaker_token
 from .deepgram_params import DeepgramOptions, parse_options
 
 if TYPE_CHECKING:
@@ -222,10 +223,31 @@ def _iso(t: datetime.datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
 
 
+_DENIED: contextvars.ContextVar[bool] = contextvars.ContextVar("deepgram_denied",
+                                                               default=False)
+
+
+class _DenialIsComplete(logging.Filter):
+    """uvicorn's sans-I/O WebSocket logs a refused upgrade (an HTTP response instead of 101)
+    as "returned without completing handshake": an error that is none, for a refusal we sent
+    on purpose (the log call runs in the task that ran the app, so it sees our mark)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (_DENIED.get() and "without completing handshake" in str(record.msg))
+
+
+_FILTER = _DenialIsComplete()
+
+
 async def _deny(ws: WebSocket, exc: ClientError) -> None:
     """Refuse the upgrade with Deepgram's HTTP status and JSON body (its SDKs raise an error
     with that status); where the server cannot send one, an ``Error`` message and a close."""
     status, body = _error_body(exc, str(uuid.uuid4()))
+    log.info("event=refused api=deepgram code=%s", exc.code)
+    uv = logging.getLogger("uvicorn.error")
+    if _FILTER not in uv.filters:
+        uv.addFilter(_FILTER)
+    _DENIED.set(True)
     try:
         await ws.send_denial_response(JSONResponse(body, status_code=status,
                                                    headers={"dg-error": exc.message[:200]}))
@@ -274,6 +296,8 @@ async def listen_file(server: WhisperWire, request: Request) -> Response:
     try:
         server.check_origin(request)
         q = request.query_params
+        token = speaker_token(request.headers, q)
+        check_speaker(server, token)
         opts = parse_options(q, {k: q.getlist(k) for k in q.keys()}, live=False)
         if request.headers.get("content-type", "").startswith("application/json"):
             raise ClientError("unsupported_parameter", "fetching audio from a URL is not "
@@ -281,7 +305,7 @@ async def listen_file(server: WhisperWire, request: Request) -> Response:
         data = await _body(request, MAX_FILE_BYTES)
         audio = _raw_audio(data, opts) if "encoding" in q else read_media(data)
         created = datetime.datetime.now(datetime.timezone.utc)
-        res = await decode_file(server, speaker_token(request.headers, q), audio,
+        res = await decode_file(server, token, audio,
                                 language=opts.params.language, prompt=opts.params.prompt)
     except ClientError as exc:
         server.metrics.errors.labels(exc.code).inc()
@@ -310,7 +334,7 @@ def prerecorded(engine: Any, res: FileResult, opts: DeepgramOptions,
     """Deepgram's pre-recorded response; ``utterances`` and ``paragraphs`` when asked."""
     words = [w for f in res.finals for w in f.words]
     alt = alternative(words, res.text, opts.punctuate)
-    turns = _turns(res.finals)
+    turns = _turns(res.finals, opts.utt_split)
     if opts.paragraphs:
         alt["paragraphs"] = _paragraphs(turns, opts.punctuate)
     muid = _model_uuid(engine.model_name)
@@ -329,11 +353,15 @@ def prerecorded(engine: Any, res: FileResult, opts: DeepgramOptions,
             "results": results}
 
 
-def _turns(finals: list[wire.Final]) -> list[list[wire.Word]]:
-    """Words grouped by utterance (a final with ``eou`` ends one)."""
+def _turns(finals: list[wire.Final], split_s: float) -> list[list[wire.Word]]:
+    """Words grouped into utterances: a pause of ``split_s`` (Deepgram's ``utt_split``) or the
+    end of one of our utterances ends one."""
     turns: list[list[wire.Word]] = [[]]
     for f in finals:
-        turns[-1].extend(f.words)
+        for w in f.words:
+            if turns[-1] and w.start - turns[-1][-1].end >= split_s:
+                turns.append([])
+            turns[-1].append(w)
         if f.eou and turns[-1]:
             turns.append([])
     return [t for t in turns if t]

@@ -22,11 +22,11 @@ MIN_ENDPOINTING_MS = 300  # below this the VAD would split words apart (webrtcva
 
 # accepted, nothing to change: either no effect on a Whisper transcript, or metadata only
 _NEUTRAL = {"model", "version", "tag", "mip_opt_out", "extra", "no_delay", "numerals",
-            "filler_words", "dictation", "measurements", "utt_split", "sentiment_threshold"}
+            "filler_words", "dictation", "measurements", "sentiment_threshold"}
 # honoured (see DeepgramOptions)
 _HONOURED = {"encoding", "sample_rate", "channels", "language", "interim_results", "endpointing",
              "utterance_end_ms", "vad_events", "punctuate", "smart_format", "keyterm",
-             "keywords", "utterances", "paragraphs", "token"}
+             "keywords", "utterances", "paragraphs", "utt_split", "token"}
 # features WhisperWire lacks: accepted only when they ask for nothing
 _OFF_ONLY = {"diarize", "multichannel", "profanity_filter", "detect_entities", "sentiment",
              "summarize", "topics", "intents", "detect_language", "detect_topics"}
@@ -48,6 +48,7 @@ class DeepgramOptions:
     punctuate: bool = False
     utterances: bool = False
     paragraphs: bool = False
+    utt_split: float = 0.8  # seconds of pause that end an utterance (files)
 
 
 def _bool(q: Mapping[str, str], key: str, default: bool = False) -> bool:
@@ -110,6 +111,19 @@ def _prompt(q: Mapping[str, list[str]]) -> str | None:
     return prompt
 
 
+def _seconds(q: Mapping[str, str], key: str, default: float) -> float:
+    v = q.get(key)
+    if v is None:
+        return default
+    try:
+        x = float(v)
+    except ValueError:
+        x = -1.0
+    if not 0.05 <= x <= 60.0:
+        raise ClientError("bad_parameter", f"{key} must be seconds, 0.05..60, got {v!r}")
+    return x
+
+
 def parse_options(query: Mapping[str, str], multi: Mapping[str, list[str]], *,
                   live: bool) -> DeepgramOptions:
     """Validate a Deepgram query (``multi``: every value of repeated keys). Raises
@@ -140,7 +154,8 @@ def parse_options(query: Mapping[str, str], multi: Mapping[str, list[str]], *,
         speech_final=(ep or "").lower() != "false", hangover_ms=hangover,
         utterance_end_ms=ue, vad_events=_bool(query, "vad_events"),
         punctuate=_bool(query, "punctuate") or _bool(query, "smart_format"),
-        utterances=_bool(query, "utterances"), paragraphs=_bool(query, "paragraphs"))
+        utterances=_bool(query, "utterances"), paragraphs=_bool(query, "paragraphs"),
+        utt_split=_seconds(query, "utt_split", 0.8))
 
 
 def with_rate(opts: DeepgramOptions, rate: int) -> DeepgramOptions:

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from .. import subtitles, wire
 from ..errors import ClientError
-from .common import FileResult, decode_file, read_media, speaker_token
+from .common import FileResult, check_speaker, decode_file, read_media, speaker_token
 
 if TYPE_CHECKING:
     from ..app import WhisperWire
@@ -120,11 +120,12 @@ async def transcribe(server: WhisperWire, request: Request, task: str) -> Respon
     started = time.monotonic()
     try:
         server.check_origin(request)
+        token = speaker_token(request.headers, request.query_params)
+        check_speaker(server, token)
         fields, data = await _form(request)
         fmt, grans, (lang, prompt) = _options(fields, task, server.engine)
         audio = read_media(data)
-        res = await decode_file(server, speaker_token(request.headers, request.query_params),
-                                audio, language=lang, task=task, prompt=prompt)
+        res = await decode_file(server, token, audio, language=lang, task=task, prompt=prompt)
     except ClientError as exc:
         server.metrics.errors.labels(exc.code).inc()
         param = "file" if exc.code in ("bad_file", "file_too_large", "missing_file") else None
