@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from .errors import ClientError
 from .wire import Closed, Final, Message, Partial, Status
 
-__all__ = ["Hub", "Outbox", "Transcript"]
+__all__ = ["Hub", "Outbox", "Transcript", "on_channel_clock"]
 
 
 class Outbox:
@@ -100,7 +100,7 @@ class Transcript:
         return " ".join(f.text for f in self.finals)
 
 
-def _on_channel_clock(msg: Message, offset: float) -> Message:
+def on_channel_clock(msg: Message, offset: float) -> Message:
     """A speaker's event with its times moved onto the channel's clock."""
     if not offset or not isinstance(msg, (Final, Partial)):
         return msg
@@ -140,7 +140,10 @@ class Hub:
 
     def publish(self, t: Transcript, msg: Message) -> None:
         """Record a speaker's event (times in its own stream) and send it to the viewers."""
-        msg = _on_channel_clock(msg, t.offset)
+        self.deliver(t, on_channel_clock(msg, t.offset))
+
+    def deliver(self, t: Transcript, msg: Message) -> None:
+        """Record an event already on the channel's clock and send it to the viewers."""
         if isinstance(msg, Final):
             t.finals.append(msg)
             t.partial = None
@@ -177,9 +180,12 @@ class Hub:
         t = self.get(session)
         if t is None:
             raise ClientError("unknown_session", f"no session {session!r}")
+        return self.add_viewer(t)
+
+    def add_viewer(self, t: Transcript) -> Outbox:
         if len(t.viewers) >= self.max_viewers:
             raise ClientError("too_many_viewers",
-                              f"session {session!r} has {self.max_viewers} viewers")
+                              f"session {t.session!r} has {self.max_viewers} viewers")
         v = Outbox(max_pending=max(512, 2 * len(t.finals) + 64), follow=True)
         for f in t.finals:
             v.put(f)

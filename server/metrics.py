@@ -1,7 +1,9 @@
 """Prometheus metrics, one registry per app (so several apps in one process never collide).
 
 Counters that already exist as plain numbers (the engine's stage timings) are read at scrape
-time; events (batches, finals, errors) are observed as they happen.
+time; events (batches, finals, errors) are observed as they happen. ``labels`` (set by a cluster
+deployment: replica, deployment, application) go on every sample, so the series of many replicas
+stay apart and Prometheus can ``sum`` them.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from typing import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, Metric
 
 from .engine import Engine
 from .pool import WorkerPool
@@ -63,10 +65,26 @@ class Metrics:
                               registry=r)
         r.register(_EngineCollector(engine))  # type: ignore[arg-type]
         engine.observers.append(self._batch)
+        self.labels: dict[str, str] = {}
 
     def _batch(self, size: int, seconds: float) -> None:
         self.batches.observe(size)
         self.decode_time.observe(seconds)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        if not self.labels:
+            return generate_latest(self.registry)
+        return generate_latest(_Labelled(self.registry, self.labels))  # type: ignore[arg-type]
+
+
+class _Labelled:
+    """A registry's samples with constant labels added (prometheus_client has no registry-wide
+    constant labels)."""
+
+    def __init__(self, registry: CollectorRegistry, labels: dict[str, str]) -> None:
+        self.registry, self.labels = registry, labels
+
+    def collect(self) -> Iterator[Metric]:
+        for fam in self.registry.collect():  # fresh families on every collect
+            fam.samples = [s._replace(labels={**self.labels, **s.labels}) for s in fam.samples]
+            yield fam

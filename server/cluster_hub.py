@@ -1,0 +1,352 @@
+"""Channels across a Ray cluster: one directory actor, and a :class:`ClusterHub` per replica.
+
+A speaker's WebSocket lives on one replica; its viewers and transcript downloads may land on any
+other. So the channel's record (finals, live partial, ``closed``, who speaks on it now) lives in
+one named, detached Ray actor, the :class:`Directory`, and every replica's hub talks to it:
+
+- a speaker's replica *claims* the session id there (``session_taken`` holds cluster-wide) and
+  sends each event as it publishes it (one caller's actor calls run in order, so finals keep
+  theirs);
+- a replica with viewers of a channel *follows* it: one long poll per channel and replica returns
+  everything after a cursor (finals and ``closed`` in order, then only the newest partial),
+  and the replica's local :class:`~.hub.Outbox` per viewer does the rest exactly as in one process
+  (partials coalesced for slow viewers, finals never dropped, a viewer that stops reading let go);
+- replicas renew a lease every second; a replica that stops (killed, its node lost) loses its
+  live channels after ``lease_s``: the directory publishes ``closed(replica_lost)`` on them, so
+  their viewers hear the end and their transcripts keep every final that was published.
+
+The directory's calls are tiny; the blocking ones (claim, first look at a channel, downloads) are
+made from the app's synchronous admission code and wait at most ``timeout_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import wire
+from .errors import ClientError
+from .hub import Hub, Outbox, Transcript, on_channel_clock
+from .wire import Closed, Final, Message, Partial
+
+__all__ = ["ClusterHub", "Directory", "directory"]
+
+log = logging.getLogger("whisperwire.server")
+
+NAME, NAMESPACE = "whisperwire-hub", "whisperwire"
+
+
+@dataclass
+class _Channel:
+    """The directory's record of one channel. ``log`` holds finals and ``closed`` with their
+    sequence numbers; the partial is kept only as the newest one."""
+
+    session: str
+    log: list[tuple[int, str]] = field(default_factory=list)
+    finals: list[str] = field(default_factory=list)
+    partial: tuple[int, str] | None = None
+    closed: str | None = None
+    live: bool = True
+    owner: str = ""
+    claim: int = 0
+    offset: float = 0.0
+    audio_seconds: float = 0.0
+    heard: float = 0.0  # end of the live speaker's last final, on its own clock
+    speakers: int = 1
+    ended_at: float | None = None
+    seq: int = 0
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def bump(self) -> None:
+        """Something changed: the next sequence number, and the followers wake up."""
+        self.seq += 1
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+
+class Directory:
+    """The cluster's channels (a Ray actor: create it with :func:`directory`). Messages travel
+    as the protocol's JSON text, so replicas and the actor share no Python objects."""
+
+    def __init__(self, retention_s: float = 3600.0, lease_s: float = 10.0) -> None:
+        self.retention_s, self.lease_s = retention_s, lease_s
+        self.channels: dict[str, _Channel] = {}
+        self.seen: dict[str, float] = {}  # owner -> last lease renewal
+        self.pids: dict[str, int] = {}
+        self._claims = 0
+        self._reaper: asyncio.Task | None = None
+
+    def _start(self) -> None:
+        if self._reaper is None:
+            self._reaper = asyncio.get_running_loop().create_task(self._reap())
+
+    async def claim(self, session: str | None, owner: str, pid: int = 0) -> dict:
+        """A speaker starts on ``session`` (None: a fresh id): the channel's state so far, or
+        the error that refuses it."""
+        await self.renew(owner, pid)
+        sid = session or secrets.token_urlsafe(12)
+        ch = self.channels.get(sid)
+        if ch is not None and ch.live:
+            return {"error": "session_taken", "message": f"session {sid!r} is already live"}
+        self._claims += 1
+        if ch is None:
+            ch = self.channels[sid] = _Channel(sid)
+        else:
+            ch.live, ch.closed, ch.ended_at, ch.partial = True, None, None, None
+            ch.offset, ch.speakers, ch.heard = ch.audio_seconds, ch.speakers + 1, 0.0
+            ch.bump()
+        ch.owner, ch.claim = owner, self._claims
+        return {"session": sid, "claim": ch.claim, "finals": list(ch.finals),
+                "offset": ch.offset, "speakers": ch.speakers}
+
+    async def publish(self, session: str, claim: int, events: list[str]) -> None:
+        """Events of the live speaker ``claim``, on the channel's clock; a stale claim's (a
+        replica that lost its lease) are ignored."""
+        ch = self.channels.get(session)
+        if ch is None or ch.claim != claim or not ch.live:
+            return
+        for text in events:
+            msg = wire.decode(text)
+            ch.bump()
+            if isinstance(msg, Final):
+                ch.log.append((ch.seq, text))
+                ch.finals.append(text)
+                ch.partial = None
+                ch.heard = msg.end - ch.offset
+            elif isinstance(msg, Partial):
+                ch.partial = (ch.seq, text) if msg.text else None
+            elif isinstance(msg, Closed):
+                ch.log.append((ch.seq, text))
+                ch.closed = text
+
+    async def end(self, session: str, claim: int, audio_seconds: float) -> None:
+        ch = self.channels.get(session)
+        if ch is not None and ch.claim == claim and ch.live:
+            self._end(ch, audio_seconds)
+
+    def _end(self, ch: _Channel, audio_seconds: float) -> None:
+        ch.live = False
+        ch.audio_seconds = ch.offset + audio_seconds
+        ch.ended_at = time.monotonic()
+        ch.bump()
+
+    async def renew(self, owner: str, pid: int = 0) -> None:
+        """A replica's lease: its channels stay live while it renews."""
+        self._start()
+        self.seen[owner] = time.monotonic()
+        if pid:
+            self.pids[owner] = pid
+
+    async def snapshot(self, session: str) -> dict | None:
+        ch = self.channels.get(session)
+        if ch is None:
+            return None
+        return {"seq": ch.seq, "finals": list(ch.finals), "live": ch.live, "closed": ch.closed,
+                "partial": ch.partial[1] if ch.partial else None}
+
+    async def since(self, session: str, cursor: int, wait_s: float = 10.0) -> dict | None:
+        """What happened on ``session`` after ``cursor``, waiting up to ``wait_s`` for
+        something to happen; None once the channel is gone."""
+        ch = self.channels.get(session)
+        if ch is None:
+            return None
+        if ch.seq <= cursor:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(ch.changed.wait(), wait_s)
+            if self.channels.get(session) is not ch:
+                return None
+        events = [text for seq, text in ch.log[self._index(ch, cursor):]]
+        partial = ch.partial[1] if ch.partial and ch.partial[0] > cursor else None
+        return {"seq": ch.seq, "events": events, "partial": partial, "live": ch.live,
+                "closed": ch.closed, "has_partial": ch.partial is not None}
+
+    @staticmethod
+    def _index(ch: _Channel, cursor: int) -> int:
+        """Where the log entries after ``cursor`` start (the log is in sequence order)."""
+        lo, hi = 0, len(ch.log)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if ch.log[mid][0] <= cursor:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    async def owner(self, session: str) -> dict | None:
+        """Who holds ``session``'s live speaker (for operators and tests)."""
+        ch = self.channels.get(session)
+        if ch is None:
+            return None
+        return {"owner": ch.owner, "pid": self.pids.get(ch.owner, 0), "live": ch.live}
+
+    async def _reap(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            now = time.monotonic()
+            for ch in list(self.channels.values()):
+                if ch.live and now - self.seen.get(ch.owner, 0.0) > self.lease_s:
+                    self._lost(ch)
+                elif not ch.live and ch.ended_at and now - ch.ended_at > self.retention_s:
+                    del self.channels[ch.session]
+                    ch.bump()  # its followers find it gone
+
+    def _lost(self, ch: _Channel) -> None:
+        """The speaker's replica stopped renewing: the channel ends with what was published."""
+        log.warning("session=%s event=replica_lost owner=%s", ch.session, ch.owner)
+        closed = wire.encode(wire.Closed("replica_lost", ch.heard))
+        ch.bump()
+        ch.log.append((ch.seq, closed))
+        ch.closed, ch.partial = closed, None
+        self._end(ch, ch.heard)
+
+
+def directory(retention_s: float = 3600.0, lease_s: float = 10.0) -> Any:
+    """The cluster's directory actor: the running one, or a new detached one (it outlives the
+    replica that created it; ``ray stop`` ends it). Needs a connected Ray."""
+    import ray
+
+    actor = ray.remote(Directory).options(
+        name=NAME, namespace=NAMESPACE, lifetime="detached", get_if_exists=True, num_cpus=0,
+        max_concurrency=10_000, max_restarts=-1)
+    return actor.remote(retention_s, lease_s)
+
+
+@dataclass
+class _Mirror:
+    """A channel this replica has viewers of, kept current by one long poll."""
+
+    transcript: Transcript
+    cursor: int
+    task: asyncio.Task | None = None
+
+
+class ClusterHub(Hub):
+    """The app's hub on one replica of a cluster. Live speakers' transcripts are local while
+    they speak; everything viewers and downloads read comes from the :class:`Directory`."""
+
+    def __init__(self, actor: Any, owner: str, retention_s: float = 3600.0,
+                 max_viewers: int = 100, timeout_s: float = 10.0, pid: int = 0) -> None:
+        super().__init__(retention_s, max_viewers)
+        self.actor, self.owner, self.timeout_s, self.pid = actor, owner, timeout_s, pid
+        self._claims: dict[str, int] = {}
+        self._mirrors: dict[str, _Mirror] = {}
+
+    def _call(self, ref: Any) -> Any:
+        import ray
+
+        try:
+            return ray.get(ref, timeout=self.timeout_s)
+        except Exception as exc:  # noqa: BLE001 - any failure: the directory is unreachable
+            log.error("event=directory_unreachable error=%s", type(exc).__name__)
+            raise ClientError("not_ready", "the session directory is unreachable") from None
+
+    async def renew_forever(self, every_s: float = 1.0) -> None:
+        """Keep this replica's lease (run as a task for the replica's life)."""
+        while True:
+            with contextlib.suppress(Exception):
+                self.actor.renew.remote(self.owner, self.pid)
+            await asyncio.sleep(every_s)
+
+    # -- speakers (local while live) ---------------------------------------------------------
+    def open(self, session: str | None) -> Transcript:
+        r = self._call(self.actor.claim.remote(session, self.owner, self.pid))
+        if "error" in r:
+            raise ClientError(r["error"], r["message"])
+        sid = r["session"]
+        t = Transcript(sid, finals=[wire.decode(f) for f in r["finals"]], offset=r["offset"],
+                       speakers=r["speakers"])
+        self._sessions[sid], self._claims[sid] = t, r["claim"]
+        return t
+
+    def publish(self, t: Transcript, msg: Message) -> None:
+        if not isinstance(msg, (Final, Partial, Closed)):
+            return
+        msg = on_channel_clock(msg, t.offset)
+        self.deliver(t, msg)
+        claim = self._claims.get(t.session)
+        if claim is not None:
+            self.actor.publish.remote(t.session, claim, [wire.encode(msg)])
+
+    def end(self, t: Transcript, audio_seconds: float = 0.0) -> None:
+        t.live = False
+        t.audio_seconds = t.offset + audio_seconds
+        t.ended_at = time.monotonic()
+        claim = self._claims.pop(t.session, None)
+        if claim is not None:
+            self.actor.end.remote(t.session, claim, audio_seconds)
+        if self._sessions.get(t.session) is t:
+            del self._sessions[t.session]
+
+    # -- viewers and downloads (from the directory) ------------------------------------------
+    def get(self, session: str) -> Transcript | None:
+        snap = self._call(self.actor.snapshot.remote(session))
+        if snap is None:
+            return None
+        return Transcript(session, finals=[wire.decode(f) for f in snap["finals"]],
+                          live=snap["live"])
+
+    def watch(self, session: str) -> Outbox:
+        m = self._mirrors.get(session)
+        if m is None:
+            snap = self._call(self.actor.snapshot.remote(session))
+            if snap is None:
+                raise ClientError("unknown_session", f"no session {session!r}")
+            t = Transcript(session, finals=[wire.decode(f) for f in snap["finals"]],
+                           live=snap["live"])
+            t.partial = wire.decode(snap["partial"]) if snap["partial"] else None
+            t.closed = wire.decode(snap["closed"]) if snap["closed"] else None
+            m = self._mirrors[session] = _Mirror(t, snap["seq"])
+            m.task = asyncio.get_running_loop().create_task(self._follow(m))
+        return self.add_viewer(m.transcript)
+
+    async def _follow(self, m: _Mirror) -> None:
+        t, failures = m.transcript, 0
+        while t.viewers or self._mirrors.get(t.session) is m:
+            try:
+                r = await self.actor.since.remote(t.session, m.cursor, 10.0)
+                failures = 0
+            except Exception:  # noqa: BLE001 - the directory restarts or is gone; retry a while
+                failures += 1
+                if failures > 30:
+                    r = None
+                else:
+                    await asyncio.sleep(1.0)
+                    continue
+            if r is None:  # the channel expired (or the directory lost it): viewers finish
+                for v in list(t.viewers):
+                    v.finish()
+                self._mirrors.pop(t.session, None)
+                return
+            for text in r["events"]:
+                self.deliver(t, wire.decode(text))
+            if r["partial"]:
+                self.deliver(t, wire.decode(r["partial"]))
+            t.live = r["live"]
+            t.closed = wire.decode(r["closed"]) if r["closed"] else None
+            if not r["has_partial"]:
+                t.partial = None
+            m.cursor = r["seq"]
+
+    def unwatch(self, session: str, v: Outbox) -> None:
+        m = self._mirrors.get(session)
+        if m is None:
+            return
+        m.transcript.viewers.discard(v)
+        if not m.transcript.viewers:
+            self._mirrors.pop(session, None)
+            if m.task is not None:
+                m.task.cancel()
+
+    def finish_viewers(self) -> None:
+        for m in self._mirrors.values():
+            for v in m.transcript.viewers:
+                v.finish()
+
+    @property
+    def viewer_count(self) -> int:
+        return sum(len(m.transcript.viewers) for m in self._mirrors.values())

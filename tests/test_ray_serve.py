@@ -1,0 +1,203 @@
+"""WhisperWire on a real local Ray cluster: two CPU replicas of the Serve deployment with
+tiny.en, everything through Ray's HTTP proxy on 127.0.0.1, one cluster for the whole module.
+
+Ray's start-up is the cost here (about 6 s and 0.9 GiB for the cluster, 2 s more for Serve,
+then each replica loads its engine), so the tests share one cluster and keep the audio short.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import time
+
+import httpx
+import numpy as np
+import pytest
+from conftest import load16k, references, run, s16
+from subtitle_check import check_cues
+from viewing import speak, view
+from whisperwire.server import wire
+from whisperwire.server.wer import wer
+
+pytestmark = pytest.mark.e2e
+
+LEASE_S = 4.0
+CLIPS = {"ray-a": ["LJ001-0002.wav", "LJ001-0003.wav"], "ray-b": ["LJ001-0005.wav",
+                                                               "LJ001-0007.wav"]}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _audio(names: list[str]) -> np.ndarray:
+    gap = np.zeros(8000, np.float32)
+    return np.concatenate([p for n in names for p in (load16k(n), gap)])
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A local Ray cluster with Serve's proxy on a free loopback port, and the app deployed
+    with two replicas; the directory actor's handle for looking inside."""
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    import ray
+    from ray import serve
+
+    from whisperwire.server.cluster_hub import NAME, NAMESPACE
+    from whisperwire.server.ray_serve import WhisperWire
+
+    port = _free_port()
+    t0 = time.monotonic()
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        env = {"WHISPERWIRE_CPU_THREADS": "1", "WHISPERWIRE_LEASE_S": str(LEASE_S)}
+        serve.run(WhisperWire.options(num_replicas=2, ray_actor_options={
+            "num_cpus": 1, "runtime_env": {"env_vars": env}}).bind(), name="whisperwire",
+            route_prefix="/")
+        http = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while httpx.get(f"{http}/readyz").status_code != 200:
+            assert time.monotonic() < deadline, "the replicas never became ready"
+            time.sleep(0.2)
+        print(f"cluster, Serve and 2 replicas ready in {time.monotonic() - t0:.1f} s")
+        hub = ray.get_actor(NAME, namespace=NAMESPACE)
+        yield {"url": f"ws://127.0.0.1:{port}", "http": http, "hub": hub}
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+
+
+async def _live(hub, session: str) -> dict:  # type: ignore[no-untyped-def]
+    """The directory's word on who holds ``session``, once a speaker does."""
+    for _ in range(300):
+        info = await hub.owner.remote(session)
+        if info and info["live"]:
+            return info
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{session} never went live")
+
+
+async def _speak_and_view(cluster: dict, session: str, pcm: bytes) -> tuple:
+    """A speaker at about 4x real time and a viewer that joins once the session exists."""
+    url = cluster["url"]
+    speaker = asyncio.create_task(speak(url, pcm, session=session, pause=0.25, timeout=120))
+    await _live(cluster["hub"], session)
+    viewer = asyncio.create_task(view(url, session, timeout=120))
+    return await speaker, await viewer
+
+
+def _finals(msgs: list) -> list[str]:
+    return [m.text for m in msgs if isinstance(m, wire.Final)]
+
+
+@pytest.mark.timeout(240)
+def test_two_speakers_and_their_viewers_through_the_proxy(cluster):
+    import ray
+
+    http = cluster["http"]
+
+    async def both() -> list:
+        return await asyncio.gather(*(_speak_and_view(cluster, sid, s16(_audio(names)))
+                                      for sid, names in CLIPS.items()))
+
+    results = run(both())
+    refs = references()
+    for (sid, names), ((spoken, code), (seen, _)) in zip(CLIPS.items(), results):
+        assert code == 1000 and isinstance(spoken[-1], wire.Closed), spoken[-3:]
+        assert spoken[-1].reason == "client_close"
+        assert _finals(seen) == _finals(spoken), f"{sid}: the viewer saw other finals"
+        assert isinstance(seen[-1], wire.Closed) and seen[-1].reason == "client_close"
+        r = httpx.get(f"{http}/v1/sessions/{sid}/transcript.srt", timeout=30)
+        assert r.status_code == 200 and r.headers["content-type"].startswith("application/x-sub")
+        cues = check_cues(r.text, vtt=False)
+        assert " ".join(" ".join(lines) for _, _, lines in cues).split() == \
+            " ".join(_finals(spoken)).split()
+        hyp = httpx.get(f"{http}/v1/sessions/{sid}/transcript.txt", timeout=30).text
+        ref = " ".join(refs[n] for n in names)
+        assert wer(ref, hyp) <= 0.25, (sid, hyp)
+    owners = {ray.get(cluster["hub"].owner.remote(sid))["owner"] for sid in CLIPS}
+    print(f"speakers were on {len(owners)} replica(s)")
+
+
+@pytest.mark.timeout(120)
+def test_session_ids_are_unique_across_the_cluster(cluster):
+    """While one replica holds an id, a speaker on any replica is refused ``session_taken``;
+    unknown ids are refused to viewers and downloads everywhere."""
+    url, http = cluster["url"], cluster["http"]
+
+    async def go() -> list:
+        first = asyncio.create_task(speak(url, s16(_audio(["LJ001-0009.wav"])),
+                                          session="ray-taken", pause=0.25))
+        await asyncio.sleep(1.5)
+        tries = [await speak(url, b"", session="ray-taken") for _ in range(4)]
+        await first
+        return tries
+
+    for msgs, code in run(go()):  # four tries: the proxy spreads them over both replicas
+        assert isinstance(msgs[0], wire.Error) and msgs[0].code == "session_taken", msgs
+        assert code == 1008
+    assert httpx.get(f"{http}/v1/sessions/nobody/transcript.srt").status_code == 404
+    seen, _ = run(view(url, "nobody", timeout=10))
+    assert isinstance(seen[0], wire.Error) and seen[0].code == "unknown_session"
+
+
+@pytest.mark.timeout(60)
+def test_health_and_metrics_per_replica(cluster):
+    http = cluster["http"]
+    assert httpx.get(f"{http}/healthz").text == "ok"
+    assert httpx.get(f"{http}/readyz").json()["ready"] is True
+    replicas = set()
+    for _ in range(20):
+        text = httpx.get(f"{http}/metrics").text
+        line = next(ln for ln in text.splitlines() if ln.startswith("whisperwire_sessions{"))
+        assert 'deployment="WhisperWire"' in line and 'application="whisperwire"' in line
+        replicas.add(line.split('replica="')[1].split('"')[0])
+    assert len(replicas) == 2, "every replica labels its own series"
+
+
+@pytest.mark.timeout(180)
+def test_a_killed_replica_ends_its_sessions_and_keeps_their_finals(cluster):
+    """SIGKILL the replica of a live speaker: the speaker's socket ends without a normal close,
+    viewers elsewhere get ``closed(replica_lost)``, the transcript keeps every final the
+    viewers saw, and the other replica goes on serving."""
+    import ray
+
+    from whisperwire.server.cluster_hub import ClusterHub
+
+    url, http, actor = cluster["url"], cluster["http"], cluster["hub"]
+    pcm = s16(_audio([f"LJ001-00{i:02d}.wav" for i in range(10, 16)]))
+
+    async def go() -> tuple:
+        speaker = asyncio.create_task(speak(url, pcm, session="ray-dies", pause=0.9,
+                                            timeout=60))
+        watcher = ClusterHub(actor, "test-viewer")  # a replica's hub, in this process
+        info = await _live(actor, "ray-dies")
+        outbox = watcher.watch("ray-dies")
+        seen: list = []
+        while sum(isinstance(m, wire.Final) for m in seen) < 2:
+            seen.append(await asyncio.wait_for(outbox.next(), 60))
+        os.kill(info["pid"], signal.SIGKILL)
+        killed = time.monotonic()
+        while not isinstance(seen[-1], wire.Closed):
+            seen.append(await asyncio.wait_for(outbox.next(), 30))
+        spoken, code = await speaker
+        watcher.unwatch("ray-dies", outbox)
+        return seen, spoken, code, time.monotonic() - killed
+
+    seen, spoken, code, took = run(go())
+    assert seen[-1].reason == "replica_lost" and took < LEASE_S + 10
+    assert code != 1000 and not any(isinstance(m, wire.Closed) for m in spoken), code
+    finals = _finals(seen)
+    r = httpx.get(f"{http}/v1/sessions/ray-dies/transcript.json", timeout=30)
+    assert r.status_code == 200, r.text
+    assert [f["text"] for f in r.json()["finals"]] == finals
+    # the survivor still takes speakers (the proxy routes round the dead one)
+    msgs, code = run(speak(url, s16(load16k("LJ001-0002.wav")), session="ray-after"))
+    assert code == 1000 and _finals(msgs), msgs
+    assert ray.get(actor.owner.remote("ray-after"))["pid"] != 0
