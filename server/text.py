@@ -176,8 +176,8 @@ def to_script(text: str, script: str) -> str:
 
 
 def convert_words(words: Sequence[Word], script: str, before: str = "") -> list[Word]:
-    """The words in ``script`` and spaced by :func:`needs_space` (``before`` is the text they
-    follow). OpenCC converts the words together (some conversions depend on the next
+    """The words in ``script``, without the spaces :func:`needs_space` forbids (``before`` is
+    the text they follow). OpenCC converts the words together (some conversions depend on the next
     character) and the result is shared back out when it keeps every word's length."""
     texts = [w.word.strip() for w in words]
     if script in _OPENCC:
@@ -193,7 +193,9 @@ def convert_words(words: Sequence[Word], script: str, before: str = "") -> list[
     result = []
     prev = before
     for w, t in zip(words, texts):
-        word = (" " + t) if needs_space(prev, t) else t
+        # a space is kept where the rules allow one, never added: Whisper writes the tokens
+        # of an embedded Latin word (W, i, -Fi) as words without spaces
+        word = (" " + t) if w.word[:1].isspace() and needs_space(prev, t) else t
         result.append(replace(w, word=word))
         prev = t or prev
     return result

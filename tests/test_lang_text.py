@@ -90,6 +90,8 @@ def test_convert_words_keeps_times_and_spaces_by_the_rules():
     assert [w.word for w in out] == ["他称", "制作", "wifi", "门铃", "and", " more"]
     assert [(w.start, w.end) for w in out] == [(w.start, w.end) for w in words]
     assert [w.word for w in convert_words([Word(" hi", 0, 1, 1)], "as_is", "there")] == [" hi"]
+    glued = [Word("个", 0, 1, 1), Word("W", 1, 2, 1), Word("i", 2, 3, 1), Word("-Fi", 3, 4, 1)]
+    assert "".join(w.word for w in convert_words(glued, "simplified")) == "个Wi-Fi"
 
 
 def test_split_words_keeps_latin_runs_whole_and_times_in_order():
