@@ -32,6 +32,10 @@ class DecodeRequest:
     # temperature fallback): for windows whose words become final without a second opinion
     careful: bool = False
     session: str = ""  # who asks (a worker pool keeps a session on one device)
+    # two-model mode: a window read for a partial only, by the cheap draft model where it
+    # speaks the request's language and task (else by the main model, and ``draft`` is off in
+    # the result: its words are the main model's, good for finals)
+    draft: bool = False
 
     @property
     def duration(self) -> float:
@@ -50,3 +54,4 @@ class DecodeResult:
     compression_ratio: float = 1.0
     language: str | None = None
     language_probability: float = 0.0  # when detected
+    draft: bool = False  # read by the draft model: fit for a partial, never for a final

@@ -56,6 +56,8 @@ class EngineOptions:
     compression_ratio_threshold: float = 2.4
     logprob_threshold: float = -1.0
     no_speech_threshold: float = 0.6
+    # two-model mode: requests marked ``draft`` (partials) go to this cheaper model
+    draft_model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ class Engine:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="whisperwire-decode")
         # called on the event loop after each batch with (batch size, wall seconds)
         self.observers: list[Callable[[int, float], None]] = []
+        self.draft: Engine | None = None  # two-model mode: the partials' model
 
     @property
     def loaded(self) -> bool:
@@ -158,6 +161,10 @@ class Engine:
 
         self._suppress = list(get_suppressed_tokens(self._tokenizer("transcribe", None), (-1,)))
         self.decode_batch([DecodeRequest(0, np.zeros(16000, np.float32), 0.0)])  # warm up
+        if self.opt.draft_model:
+            self.draft = Engine(replace(self.opt, model=self.opt.draft_model, draft_model=None))
+            self.draft.load()
+            self.model_name += f" (partials: {self.draft.model_name})"
         log.info(
             "event=model_loaded model=%s build=%s device=%s:%d compute_type=%s seconds=%.1f",
             self.model_name, self.build, device, index, compute,
@@ -255,6 +262,8 @@ class Engine:
         Requests are grouped by everything that shapes one item's decode (encoder length,
         output cap, beam, task, language, prompt length); each group is one CTranslate2 batch.
         So a window decodes to the same text whoever else is in the batch."""
+        if self.draft is not None and any(r.draft for r in reqs):
+            return self._route_drafts(reqs)
         # the previous text's tokens do not depend on the language: Whisper's BPE is shared
         prev = [self._tokenizer(r.task, None).encode(" " + r.prompt.strip())[-self.opt.prompt_tokens:]
                 if r.prompt.strip() and self.opt.prompt_tokens else [] for r in reqs]
@@ -273,6 +282,33 @@ class Engine:
         st.decode_seconds += time.perf_counter() - t0
         st.audio_seconds += sum(r.duration for r in reqs)
         return out  # type: ignore[return-value]  # every index is in exactly one group
+
+    def draft_speaks(self, r: DecodeRequest) -> bool:
+        """Whether the draft model can read ``r``: an English-only draft neither detects,
+        translates nor hears another language."""
+        d = self.draft
+        if d is None or d._wm is None:
+            return False
+        if d._wm.model.is_multilingual:
+            return True
+        return r.task == "transcribe" and r.language == "en"
+
+    def _route_drafts(self, reqs: list[DecodeRequest]) -> list[DecodeResult]:
+        """Draft requests the draft model speaks go to it; all others to the main model,
+        their results marked as the main model's."""
+        assert self.draft is not None
+        to_draft = [i for i, r in enumerate(reqs) if r.draft and self.draft_speaks(r)]
+        rest = [i for i in range(len(reqs)) if i not in set(to_draft)]
+        out: list[DecodeResult | None] = [None] * len(reqs)
+        if to_draft:
+            res = self.draft.decode_batch([reqs[i] for i in to_draft])
+            for i, x in zip(to_draft, res):
+                out[i] = replace(x, draft=True)
+        if rest:
+            res = self.decode_batch([replace(reqs[i], draft=False) for i in rest])
+            for i, x in zip(rest, res):
+                out[i] = x
+        return out  # type: ignore[return-value]  # every index is in one of the two
 
     def _plan(self, r: DecodeRequest, prompt_len: int) -> _Plan:
         cap_frames = self._frames_for(r.duration, self.opt.encoder_granularity_s or 2.0)

@@ -78,6 +78,9 @@ class StreamOptions:
     detect_sure: float = 0.8
     detect_ms: int = 3000
     redetect_pause_ms: int = 10000
+    # two-model mode: each step's window is read first by the draft model (the partial, early)
+    # and then by the main model (agreement and finals, and the partial again)
+    draft_partials: bool = False
     no_speech_threshold: float = 0.6
     logprob_threshold: float = -1.0
     compression_ratio_threshold: float = 2.4
@@ -160,6 +163,7 @@ class _Run:
         self.buffer = HypothesisBuffer(committed_end=start / MODEL_RATE)
         self.force_at: int | None = None  # ``finalize``: commit everything heard up to here
         self.retries = 0  # careful decodes of this window the guards rejected
+        self.main_for: int | None = None  # the draft read a window ending here: main's turn
 
     @property
     def available(self) -> int:
@@ -301,9 +305,13 @@ class StreamSession:
             return None
         u = self._utts[0]
         due = self._due(u)
+        if u.main_for is not None and (due is None or due[1] == _Kind.STEP):
+            due = (u.main_for, _Kind.STEP)  # the main model reads the window the draft read
+        u.main_for = None
         if due is None:
             return None
         end, kind = due
+        draft = kind == _Kind.STEP and self.opt.draft_partials and end > u.decoded_to
         careful = kind != _Kind.STEP
         # a careful decode reaches further back: more of what was said before is heard again
         # (as forced prefix), which is what Whisper needs to get short or hard speech right
@@ -323,6 +331,7 @@ class StreamSession:
             final=kind == _Kind.END,
             careful=careful,
             session=self.name,
+            draft=draft,
         )
         u.decoded_to = end
         self._in_flight = (req, u, kind)
@@ -395,6 +404,9 @@ class StreamSession:
         result = self._in_script(req, result, u)
         unsure = self._note_language(req, result)
         win_end = req.offset + req.duration
+        if result.draft:  # a partial only; the main model reads the same window next
+            self._draft_partial(u, req, result, win_end)
+            return
         words, rejected = self._accepted_words(req, result, win_end, u.buffer.committed_end)
         if rejected and req.careful and u.retries < 2:
             u.retries += 1  # retried differently (see next_decode), never skipped
@@ -429,6 +441,15 @@ class StreamSession:
                 u.buffer.commit_until(-1.0)  # too little audio to trust: remember, commit nothing
             self._slide_window(u)
         self._update_partial(u)
+
+    def _draft_partial(self, u: _Run, req: DecodeRequest, r: DecodeResult, win_end: float
+                       ) -> None:
+        words, _ = self._accepted_words(req, r, win_end, u.buffer.committed_end)
+        u.main_for = int(round(win_end * MODEL_RATE))
+        text = join_words(words)
+        if words and text != self._partial:
+            self._partial = text
+            self._events.append(Partial(self.segment, text, words[0].start, words[-1].end))
 
     def _in_script(self, req: DecodeRequest, r: DecodeResult, u: _Run) -> DecodeResult:
         """Words of unspaced scripts as one unit per character, spaced by the text rules and,

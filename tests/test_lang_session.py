@@ -130,3 +130,59 @@ def test_prompt_of_long_chinese_text_keeps_its_last_characters():
     prompts = [r.prompt for r in dec.requests if r.prompt]
     assert prompts and all(not HAN_SPACE_HAN.search(p) for p in prompts)
     assert all(len(p) > 0 for p in prompts)
+
+
+class DraftingDecoder(ChineseDecoder):
+    """Two models: a draft request comes back from the 'draft' in upper case (so its words
+    are recognisable), unless its language is one the draft does not speak (then the main
+    model answers, unmarked)."""
+
+    def __init__(self, truth, draft_speaks=("zh",)):
+        super().__init__(truth)
+        self.draft_speaks = draft_speaks
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        r = super().__call__(req)
+        if not (req.draft and req.language in self.draft_speaks):
+            return r
+        words = tuple(Word("X" + w.word.strip(), w.start, w.end, w.probability) for w in r.words)
+        return DecodeResult(words, "", 0.01, -0.2, 1.2, r.language, r.language_probability,
+                            draft=True)
+
+
+def run_two(language="zh", draft_speaks=("zh",)):
+    audio, truth = speech()
+    dec = DraftingDecoder(truth, draft_speaks)
+    s = StreamSession(StreamOptions(draft_partials=True), VadSegmenter(VadOptions(), lambda f: True),
+                      language=language)
+    events = []
+    for i in range(0, len(audio), 1600):
+        s.feed_audio(audio[i : i + 1600])
+        while (req := s.next_decode()) is not None:
+            s.decoded(req.id, dec(req))
+        events += s.events()
+    s.finish()
+    while (req := s.next_decode()) is not None:
+        s.decoded(req.id, dec(req))
+    return events + s.events(), dec
+
+
+def test_two_models_partials_from_the_draft_finals_from_the_main_on_the_same_window():
+    events, dec = run_two()
+    assert text_of(events) == SIMPLIFIED  # finals: never a draft word
+    assert any(isinstance(e, Partial) and "X" in e.text for e in events)  # draft partials shown
+    reqs = dec.requests
+    drafts = [i for i, r in enumerate(reqs) if r.draft]
+    assert drafts
+    for i in drafts:  # the main model reads the very window the draft read, right after
+        a, b = reqs[i], reqs[i + 1]
+        assert not b.draft and b.offset == a.offset and b.duration == a.duration
+    assert not any(r.draft for r in reqs if r.careful)
+
+
+def test_a_language_the_draft_does_not_speak_gets_main_partials_once():
+    events, dec = run_two(draft_speaks=("en",))
+    assert text_of(events) == SIMPLIFIED
+    assert not any(isinstance(e, Partial) and "X" in e.text for e in events)
+    ends = [(r.offset + r.duration) for r in dec.requests if not r.careful]
+    assert len(ends) == len(set(ends))  # no window read twice by the main model
