@@ -191,7 +191,9 @@ def main(args: Any) -> int:
         else:
             rate, factory = _microphone(args.device)
         printer = CaptionPrinter(show_level=True, one_per_line=getattr(args, "lines", False))
-        params = wire.ListenParams(sample_rate=rate, language=args.language, session=args.session)
+        params = wire.ListenParams(sample_rate=rate, language=args.language, session=args.session,
+                                   task=getattr(args, "task", "transcribe"),
+                                   zh_script=getattr(args, "zh_script", None))
 
         async def go() -> Any:
             stop = asyncio.Event()

@@ -257,6 +257,8 @@ def main(args) -> int:  # type: ignore[no-untyped-def]
         check_output(args.output)  # before streaming: never lose the result at the end
         pcm = read_audio(args.file, 16000).astype("<i2").tobytes()
         params = wire.ListenParams(sample_rate=16000, language=args.language,
+                                   task=getattr(args, "task", "transcribe"),
+                                   zh_script=getattr(args, "zh_script", None),
                                    session=args.session)
         printer = CaptionPrinter(one_per_line=getattr(args, "lines", False))
 

