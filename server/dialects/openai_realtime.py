@@ -85,7 +85,8 @@ class RealtimeConnection(ListenConnection):
                                              "threshold": 0.5}
         self.items: deque[_Item] = deque()
         self.last_item: str | None = None
-        self.commits = 0  # commits whose turn is not complete yet (manual turns)
+        # where each manual commit cut the stream (seconds), while its turn is not complete
+        self.commits: deque[float] = deque()
         self.heard = 0  # samples since the last commit or clear
         self.beta = False  # the client speaks the beta transcription_session.* events
 
@@ -166,11 +167,25 @@ class RealtimeConnection(ListenConnection):
         item = self._head()
         self.event("input_audio_buffer.committed", item_id=item.id,
                    previous_item_id=self.last_item)
-        self.finalize()
-        if self.session.flushed:
+        if self.turns is not None:
+            self.finalize()  # server VAD: flush now; the utterance's end completes the turn
+            return
+        # manual turns: the turn ends here (the VAD closes its utterance at this point), and
+        # is complete once everything heard before this point is final
+        self.commits.append(self.session.audio_seconds)
+        self.session.finish()
+        self.wake.set()
+        self._settle()
+
+    def _publish(self, events: list[wire.Message]) -> None:
+        super()._publish(events)
+        self._settle()
+
+    def _settle(self) -> None:
+        """Manual turns: a commit's turn is complete when nothing heard is left to decode."""
+        while self.commits and self.session.flushed:
+            self.commits.popleft()
             self._complete()
-        else:
-            self.commits += 1
 
     # -- turns -----------------------------------------------------------------------------
     def _head(self) -> _Item:
@@ -216,13 +231,17 @@ class RealtimeConnection(ListenConnection):
             while len(self.items) > 1 and self.items[0].end is not None \
                     and self.items[0].end <= f.start and not self.items[0].parts:
                 self._complete()
+        else:
+            # a final after a commit point: that commit's turn has all its words
+            while self.commits and f.start >= self.commits[0]:
+                self.commits.popleft()
+                self._complete()
         item = self._head()
         delta = item.add(f.text)
         if delta:
             self.event("conversation.item.input_audio_transcription.delta", item_id=item.id,
                        content_index=0, delta=delta)
-        if f.eou and (self.turns is not None or self.commits):
-            self.commits = max(0, self.commits - 1)
+        if f.eou and self.turns is not None:
             self._complete()
 
     def _update(self, s: Any) -> None:

@@ -1,0 +1,102 @@
+"""OpenAI's audio API through the official openai SDK, unchanged but for its base URL: every
+response format of transcriptions, translations refused by an English-only model, errors in
+OpenAI's shape, and /v1/models. Real server, model and speech."""
+
+from __future__ import annotations
+
+import io
+import wave
+
+import httpx
+import numpy as np
+import openai
+import pytest
+from conftest import load16k, references, s16
+from subtitle_check import check_cues
+from whisperwire.server.wer import normalize, wer
+
+pytestmark = pytest.mark.e2e
+
+NAMES = ["LJ001-0006.wav", "LJ001-0007.wav"]
+
+
+def wav_bytes(x: np.ndarray, rate: int = 16000) -> bytes:
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(s16(x))
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def sample():
+    gap = np.zeros(16000, np.float32)
+    x = np.concatenate([load16k(NAMES[0]), gap, load16k(NAMES[1])])
+    return wav_bytes(x), " ".join(references()[n] for n in NAMES), len(x) / 16000
+
+
+def client(srv) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{srv.http}/v1", api_key="any", max_retries=0)
+
+
+@pytest.mark.timeout(180)
+def test_every_response_format(live_server, sample):
+    data, ref, seconds = sample
+    oa = client(live_server)
+    create = lambda fmt, **kw: oa.audio.transcriptions.create(  # noqa: E731
+        file=("speech.wav", data), model="whisper-1", response_format=fmt, **kw)
+    j = create("json", language="en", prompt="Gutenberg.", temperature=0.0)
+    assert wer(ref, j.text) <= 0.25, j.text
+    assert j.usage.seconds == pytest.approx(seconds, abs=0.05)
+    text = create("text")
+    assert isinstance(text, str) and text.endswith("\n") and wer(ref, text) <= 0.25
+    srt = create("srt")
+    cues = check_cues(srt, vtt=False)
+    assert wer(ref, " ".join(" ".join(c[2]) for c in cues)) <= 0.25
+    assert cues[-1][1] <= seconds + 0.05
+    vtt = create("vtt")
+    assert wer(ref, " ".join(" ".join(c[2]) for c in check_cues(vtt, vtt=True))) <= 0.25
+    v = create("verbose_json", timestamp_granularities=["word", "segment"])
+    assert v.language == "english" and v.duration == pytest.approx(seconds, abs=0.05)
+    assert wer(ref, v.text) <= 0.25
+    assert v.segments and all(s.start <= s.end for s in v.segments)
+    assert normalize(" ".join(s.text for s in v.segments)) == normalize(v.text)
+    assert v.words and normalize(" ".join(w.word for w in v.words)) == normalize(v.text)
+    assert all(a.start <= b.start for a, b in zip(v.words, v.words[1:]))
+    # each file was a session: its transcript is downloadable under the returned id
+    raw = oa.audio.transcriptions.with_raw_response.create(file=("speech.wav", data),
+                                                          model="whisper-1")
+    sid = raw.headers["x-whisperwire-session"]
+    tr = httpx.get(f"{live_server.http}/v1/sessions/{sid}/transcript.txt").text
+    assert normalize(tr) == normalize(raw.parse().text)
+
+
+@pytest.mark.timeout(60)
+def test_models_and_errors(live_server):
+    oa = client(live_server)
+    models = httpx.get(f"{live_server.http}/v1/models").json()
+    assert models["object"] == "list"
+    (m,) = models["data"]
+    assert m["object"] == "model" and m["owned_by"] == "whisperwire"
+    assert "en" in m["languages"] and m["tasks"] == ["transcribe"]
+    assert [x.id for x in oa.models.list()] == [m["id"]]
+    with pytest.raises(openai.BadRequestError) as err:
+        oa.audio.translations.create(file=("a.wav", wav_bytes(load16k("LJ001-0002.wav"))),
+                                     model="whisper-1")
+    assert err.value.body["code"] == "unsupported_task"
+    with pytest.raises(openai.BadRequestError) as err:
+        oa.audio.transcriptions.create(file=("a.wav", b"this is not audio"), model="whisper-1")
+    assert err.value.body["param"] == "file" and err.value.body["type"] == "invalid_request_error"
+    with pytest.raises(openai.BadRequestError) as err:
+        oa.audio.transcriptions.create(file=("a.wav", wav_bytes(load16k("LJ001-0002.wav"))),
+                                       model="whisper-1", response_format="diarized_json")
+    assert err.value.body["code"] == "unsupported_response_format"
+    with pytest.raises(openai.BadRequestError) as err:
+        oa.audio.transcriptions.create(file=("a.wav", wav_bytes(load16k("LJ001-0002.wav"))),
+                                       model="whisper-1", language="xx")
+    assert err.value.body["code"] == "bad_language"
+    with pytest.raises(openai.APIStatusError) as err:
+        oa.audio.transcriptions.create(file=("big.wav", b"\0" * (26 << 20)), model="whisper-1")
+    assert err.value.status_code == 413 and "Maximum content size" in err.value.message

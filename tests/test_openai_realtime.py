@@ -1,0 +1,124 @@
+"""OpenAI realtime transcription through the official openai SDK, unchanged but for its base
+URL: server-VAD turns at 2x real time (append-only deltas that join to each item's completed
+transcript, a viewer on the session id), manual commits with G.711 audio, and errors in
+OpenAI's shape. Real server, model and speech."""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+
+import httpx
+import numpy as np
+import openai
+import pytest
+from conftest import load16k, references, s16
+from whisperwire.server.audio import Resampler
+from whisperwire.server.wer import normalize, wer
+
+pytestmark = pytest.mark.e2e
+
+NAMES = ["LJ001-0008.wav", "LJ001-0009.wav", "LJ001-0011.wav"]
+COMPLETED = "conversation.item.input_audio_transcription.completed"
+DELTA = "conversation.item.input_audio_transcription.delta"
+
+
+def at(x: np.ndarray, rate: int) -> np.ndarray:
+    r = Resampler(16000, rate)
+    return np.concatenate([r.process(x), r.flush()])
+
+
+def mulaw(x: np.ndarray) -> bytes:
+    """G.711 mu-law, as a telephone line sends it."""
+    v = np.clip(np.abs(x) * 32768, 0, 32635).astype(np.int32) + 0x84
+    exp = np.clip(np.floor(np.log2(v)).astype(np.int32) - 7, 0, 7)
+    mant = (v >> (exp + 3)) & 0x0F
+    sign = (x < 0).astype(np.int32) << 7
+    return (~(sign | (exp << 4) | mant) & 0xFF).astype(np.uint8).tobytes()
+
+
+def client(srv) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{srv.http}/v1", api_key="any", max_retries=0)
+
+
+def items(events) -> dict[str, tuple[str, str | None]]:
+    """Per item: its deltas joined, and its completed transcript."""
+    out: dict[str, list] = {}
+    for e in events:
+        if e.type == DELTA:
+            out.setdefault(e.item_id, ["", None])[0] += e.delta
+        elif e.type == COMPLETED:
+            out.setdefault(e.item_id, ["", None])[1] = e.transcript
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+@pytest.mark.timeout(120)
+def test_server_vad_turns_at_twice_real_time(live_server):
+    gap = np.zeros(int(1.2 * 16000), np.float32)
+    x = np.concatenate([p for n in NAMES for p in (load16k(n), gap)])
+    ref = " ".join(references()[n] for n in NAMES)
+    pcm = s16(at(x, 24000))
+    step = 4800  # 100 ms of 24 kHz pcm16, every 50 ms
+    events: list = []
+    with client(live_server).realtime.connect(extra_query={"intent": "transcription"}) as conn:
+        conn.session.update(session={"type": "transcription", "audio": {"input": {
+            "format": {"type": "audio/pcm", "rate": 24000},
+            "transcription": {"model": "gpt-4o-transcribe", "language": "en"},
+            "turn_detection": {"type": "server_vad", "silence_duration_ms": 500}}}})
+        reader = threading.Thread(target=lambda: events.extend(conn), daemon=True)
+        reader.start()
+        for i in range(0, len(pcm), step):
+            conn.input_audio_buffer.append(audio=base64.b64encode(pcm[i : i + step]).decode())
+            time.sleep(0.05)
+        deadline = time.monotonic() + 30
+        while sum(e.type == COMPLETED for e in events) < len(NAMES) \
+                and time.monotonic() < deadline:
+            time.sleep(0.1)
+    kinds = [e.type for e in events]
+    assert kinds[:2] == ["session.created", "session.updated"]
+    sid = events[0].session.id
+    done = [e for e in events if e.type == COMPLETED]
+    assert len(done) >= 2, kinds
+    assert kinds.count("input_audio_buffer.speech_started") >= 2
+    assert kinds.count("input_audio_buffer.committed") >= 2
+    for joined, completed in items(events).values():
+        assert completed is not None and joined == completed, "deltas join to the transcript"
+    text = " ".join(e.transcript for e in done)
+    assert wer(ref, text) <= 0.25, text
+    tr = httpx.get(f"{live_server.http}/v1/sessions/{sid}/transcript.json").json()
+    assert normalize(tr["text"]) == normalize(text), "the session id leads to its transcript"
+
+
+@pytest.mark.timeout(90)
+def test_manual_commits_mulaw_and_errors(live_server):
+    x = load16k("jfk.wav")
+    half = len(x) // 2 // 8000 * 8000
+    parts = [mulaw(at(x[:half], 8000)), mulaw(at(x[half:], 8000))]
+    with client(live_server).realtime.connect(extra_query={"intent": "transcription"}) as conn:
+        assert conn.recv().type == "session.created"
+        conn.session.update(session={"type": "transcription", "audio": {"input": {
+            "format": {"type": "audio/pcmu"}, "turn_detection": None}}})
+        up = conn.recv()
+        assert up.type == "session.updated" and up.session.audio.input.turn_detection is None
+        conn.send({"type": "input_audio_buffer.dance"})  # type: ignore[arg-type]
+        assert conn.recv().type == "error"
+        conn.send({"type": "input_audio_buffer.append", "audio": "!!not base64!!"})
+        assert conn.recv().error.code == "invalid_audio"
+        conn.input_audio_buffer.commit()
+        assert conn.recv().error.code == "input_audio_buffer_commit_empty"
+        events = []
+        for p in parts:
+            for i in range(0, len(p), 1600):
+                conn.input_audio_buffer.append(audio=base64.b64encode(p[i : i + 1600]).decode())
+            conn.input_audio_buffer.commit()
+            while (e := conn.recv()).type != COMPLETED:
+                events.append(e)
+            events.append(e)
+    kinds = [e.type for e in events]
+    assert kinds.count("input_audio_buffer.committed") == 2 and kinds.count(COMPLETED) == 2
+    assert "input_audio_buffer.speech_started" not in kinds, "no VAD turns when they are off"
+    for joined, completed in items(events).values():
+        assert joined == completed
+    text = " ".join(e.transcript for e in events if e.type == COMPLETED)
+    assert wer(references()["jfk.wav"], text) <= 0.3, text
