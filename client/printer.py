@@ -16,6 +16,7 @@ import unicodedata
 from typing import TextIO
 
 from whisperwire.server import wire
+from whisperwire.server.text import needs_space, split_units
 
 from .connect import server_error_sentence
 
@@ -66,11 +67,13 @@ class Flow:
         if self.line and (self.one_per_line or (
                 self._last_end is not None and start - self._last_end >= PAUSE_S)):
             out.append(self._newline())
-        for word in text.split():
-            for piece in _split_word(word, self.width):
-                if self.line and cells(self.line) + 1 + cells(piece) > self.width:
+        for word in split_units(text):  # Latin words, and CJK one character at a time
+            for piece in _split_word(word.strip(), self.width):
+                sep = " " if self.line and needs_space(self.line, piece) else ""
+                if self.line and cells(self.line) + len(sep) + cells(piece) > self.width:
                     out.append(self._newline())
-                piece = (" " if self.line else "") + piece
+                    sep = ""
+                piece = sep + piece
                 self.line += piece
                 out.append(piece)
         self._last_end = end

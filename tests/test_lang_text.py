@@ -112,3 +112,13 @@ def test_cer_counts_han_characters_and_latin_runs():
     assert cer(ref, "他稱,他製作了一個Wi-Fi門鈴", "simplified") == 0.0
     assert cer(ref, "他稱,他製作了一個Wi-Fi門鈴") == 5 / 11  # 稱 製 個 門 鈴: as written
     assert cer(ref, "") == 1.0
+
+
+def test_terminal_captions_flow_chinese_without_spaces_and_wrap_by_columns():
+    from whisperwire.client.printer import Flow
+
+    f = Flow(width=20)
+    out = (f.final("他们仍在努力确定这次撞击的规模", 0, 1) + f.final("以及对地球的影响。", 1.1, 2)
+           + f.final("Hello there, how are you today my friend?", 2, 3) + f.end())
+    assert out == ("他们仍在努力确定这次\n撞击的规模以及对地球\n的影响。\n"
+                   "Hello there, how are\nyou today my friend?\n")
