@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Iterable
 
-from .text import display_width, join_texts, split_units, wrap_units
+from .text import display_width, join_texts, join_units, split_units, wrap_units
 from .wire import Final, Word
 
 __all__ = ["Cue", "CueOptions", "cues", "to_json", "to_srt", "to_txt", "to_vtt"]
@@ -96,7 +96,7 @@ def cues(finals: Iterable[Final], opt: CueOptions | None = None) -> list[Cue]:
             cur.append(w)
             # prefer to end a cue at a sentence end once it holds a line's worth
             if w.word.rstrip().endswith(_SENTENCE_END) and display_width(
-                join_texts(x.word for x in cur)
+                join_units(x.word for x in cur)
             ) >= opt.max_chars:
                 emit()
         if f.eou:

@@ -19,8 +19,9 @@ from typing import Iterable, Sequence
 
 from .wire import ZH_SCRIPTS, Word
 
-__all__ = ["ZH_SCRIPTS", "cer", "cer_tokens", "convert_words", "display_width", "is_unspaced", "join_texts",
-           "needs_space", "script_for", "split_units", "split_words", "tidy", "to_script", "wrap_units"]
+__all__ = ["ZH_SCRIPTS", "cer", "cer_tokens", "convert_words", "display_width", "is_unspaced",
+           "join_texts", "join_units", "needs_space", "script_for", "split_units", "split_words",
+           "tidy", "to_script", "wrap_units"]
 
 _OPENCC = {"simplified": "t2s", "traditional": "s2t"}
 
@@ -65,6 +66,17 @@ def join_texts(parts: Iterable[str]) -> str:
         p = p.strip()
         if p:
             out = f"{out} {p}" if needs_space(out, p) else out + p
+    return out
+
+
+def join_units(units: Iterable[str]) -> str:
+    """Units or words (each with its own leading space, or none) as one text: a space only
+    where the unit has one and the rules allow it, so ``W`` ``i`` ``-Fi`` stays ``Wi-Fi``."""
+    out = ""
+    for u in units:
+        core = u.strip()
+        if core:
+            out += f" {core}" if out and u[:1].isspace() and needs_space(out, core) else core
     return out
 
 
@@ -138,18 +150,18 @@ def wrap_units(units: Sequence[str], width: int) -> list[str]:
     lines: list[str] = []
     cur: list[str] = []
     for u in units:
-        if cur and display_width(join_texts(cur + [u])) > width:
+        if cur and display_width(join_units(cur + [u])) > width:
             cut = len(cur)
             for rank in range(3):
                 at = [i + 1 for i in range(len(cur)) if _break_rank(cur[i]) == rank]
                 if at and at[-1] >= len(cur) * 2 // 3:
                     cut = at[-1]
                     break
-            lines.append(join_texts(cur[:cut]))
+            lines.append(join_units(cur[:cut]))
             cur = cur[cut:]
         cur.append(u)
     if cur:
-        lines.append(join_texts(cur))
+        lines.append(join_units(cur))
     return lines
 
 

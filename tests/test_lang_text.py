@@ -122,3 +122,11 @@ def test_terminal_captions_flow_chinese_without_spaces_and_wrap_by_columns():
            + f.final("Hello there, how are you today my friend?", 2, 3) + f.end())
     assert out == ("他们仍在努力确定这次\n撞击的规模以及对地球\n的影响。\n"
                    "Hello there, how are\nyou today my friend?\n")
+
+
+def test_join_units_keeps_whispers_glued_latin_tokens_together():
+    from whisperwire.server.text import join_units
+
+    assert join_units(["一", "个", "W", "i", "-Fi", "门", "铃"]) == "一个Wi-Fi门铃"
+    assert join_units(["The", " quick", " fox", ","]) == "The quick fox,"
+    assert join_units(["日本", " coaster", "小巴"]) == "日本coaster小巴"

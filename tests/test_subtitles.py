@@ -101,3 +101,9 @@ def test_chinese_txt_and_json_join_without_spaces():
     f = zh_finals(ZH)
     assert subtitles.to_txt(f).replace("\n", "") == ZH
     assert json.loads(subtitles.to_json("s", f, live=False))["text"] == ZH
+
+
+def test_a_latin_word_whisper_wrote_as_unspaced_tokens_stays_whole():
+    ws = [Word(c, i * 0.3, i * 0.3 + 0.3, 0.9) for i, c in enumerate(["一", "个", "W", "i", "-Fi", "门", "铃"])]
+    f = [Final(0, "一个Wi-Fi门铃", 0.0, 2.1, tuple(ws), True)]
+    assert check_cues(subtitles.to_srt(f), vtt=False)[0][2] == ["一个Wi-Fi门铃"]
