@@ -1,0 +1,140 @@
+"""Real Mandarin through the real server with the multilingual base (and tiny.en as the draft
+model for partials): streaming CER against offline, no Han-space-Han anywhere, language=auto,
+translate, two-model finals. One module-scoped server: base on 2 cores is ~3x slower than
+tiny, so a few clips, not the folder."""
+
+from __future__ import annotations
+
+import csv
+import re
+
+import httpx
+import numpy as np
+import pytest
+
+from conftest import SPEECH, LiveServer, load16k, run, s16
+from subtitle_check import check_cues
+from whisperwire.client.stream import stream_pcm
+from whisperwire.server import wire
+from whisperwire.server.app import ServerConfig
+from whisperwire.server.engine import EngineOptions
+from whisperwire.server.session import StreamOptions
+from whisperwire.server.text import cer
+from whisperwire.server.wer import wer
+
+pytestmark = pytest.mark.e2e
+HAN_SPACE_HAN = re.compile(r"[\u3400-\u9fff]\s+[\u3400-\u9fff]")
+SPEED = 1.5  # a little faster than real time: the suite's budget
+
+
+def zh_refs() -> dict[str, str]:
+    with open(SPEECH / "zh" / "references.tsv", newline="") as f:
+        return {r["file"]: r["reference"] for r in csv.DictReader(f, delimiter="\t")}
+
+
+@pytest.fixture(scope="module")
+def server():
+    config = ServerConfig(engine=EngineOptions(model="base", draft_model="tiny.en"),
+                          stream=StreamOptions(draft_partials=True))
+    with LiveServer(config) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def offline(server):
+    """Offline beam-5 text of a clip by the server's own base model (before any stream)."""
+    wm = server.app.state.engine._wm  # noqa: SLF001 - the very model the server streams with
+    cache: dict[tuple, str] = {}
+
+    def text(audio_key: str, audio: np.ndarray, language: str | None) -> str:
+        key = (audio_key, language)
+        if key not in cache:
+            segs, _ = wm.transcribe(audio, beam_size=5, language=language)
+            cache[key] = "".join(s.text for s in segs)
+        return cache[key]
+    return text
+
+
+def stream(server, audio, **params):
+    return run(stream_pcm(server.url, s16(audio), wire.ListenParams(**params), speed=SPEED))
+
+
+def no_han_space(res) -> None:
+    for _, _, m in res.messages:
+        if isinstance(m, (wire.Final, wire.Partial)):
+            assert not HAN_SPACE_HAN.search(m.text), m
+
+
+@pytest.mark.timeout(200)
+def test_mandarin_joined_clips_cer_close_to_offline_and_srt_without_spaces(server, offline):
+    """zh-06 (with "wifi") and zh-08 joined by 1 s of silence, language=zh."""
+    refs = zh_refs()
+    names = ["zh-06.wav", "zh-08.wav"]
+    clips = [load16k("zh/" + n) for n in names]
+    audio = np.concatenate([clips[0], np.zeros(16000, np.float32), clips[1]])
+    ref = "".join(refs[n] for n in names)
+    off_raw = cer(ref, "".join(offline(n, c, "zh") for n, c in zip(names, clips)))
+    res = stream(server, audio, language="zh", session="zh-joined")
+    got = res.text
+    assert cer(ref, got) <= off_raw + 0.05, (got, off_raw)
+    assert re.search(r"[\u4e00-\u9fff]{8}", got) and not re.search(r"[\u3040-\u30ff\uac00-\ud7af]", got)
+    no_han_space(res)
+    srt = httpx.get(f"{server.http}/v1/sessions/zh-joined/transcript.srt", timeout=30).text
+    cues = check_cues(srt, vtt=False)  # widths in columns; no Han-space-Han
+    assert cer(ref, "".join("".join(c[2]) for c in cues)) == cer(ref, got)
+
+
+@pytest.mark.timeout(150)
+def test_auto_finds_chinese_once_and_stays_close_to_offline(server, offline):
+    name = "zh-10.wav"
+    audio = load16k("zh/" + name)
+    ref = zh_refs()[name]
+    res = stream(server, audio, language="auto")
+    langs = res.of_type(wire.Language)
+    assert [x.language for x in langs] == ["zh"]
+    first_final = next(i for i, (_, _, m) in enumerate(res.messages) if isinstance(m, wire.Final))
+    assert res.messages.index(next(x for x in res.messages if x[2] is langs[0])) < first_final
+    assert cer(ref, res.text) <= cer(ref, offline(name, audio, "zh")) + 0.10, res.text
+    no_han_space(res)
+
+
+@pytest.mark.timeout(150)
+def test_translate_gives_english(server):
+    res = stream(server, load16k("zh/zh-08.wav"), language="zh", task="translate")
+    text = res.text
+    assert not re.search(r"[\u3400-\u9fff]", text), text
+    words = re.findall(r"[A-Za-z]+", text)
+    assert len(words) >= 5 and {"the", "of", "to", "and", "they", "earth"} & {w.lower() for w in words}
+
+
+@pytest.mark.timeout(150)
+def test_two_models_english_partials_from_the_draft_finals_as_good_as_base(server, offline):
+    """jfk.wav, language=en: the draft (tiny.en) reads each step first; finals come from base
+    and score like base offline."""
+    from conftest import references
+
+    audio = load16k("jfk.wav")
+    ref = references()["jfk.wav"]
+    draft = server.app.state.engine.draft
+    before = draft.stats.items
+    res = stream(server, audio, language="en")
+    assert draft.stats.items - before >= 5  # partials were drafted
+    assert wer(ref, res.text) <= wer(ref, offline("jfk", audio, "en")) + 0.05, res.text
+    assert res.of_type(wire.Partial)
+
+
+def test_english_only_model_refuses_chinese_with_bad_language(server):
+    """The draft is English-only, not the server's model: base takes zh; the shared
+    tiny.en server refuses it (a real handshake, no audio)."""
+    import asyncio
+
+    import websockets
+
+    async def ask(url: str) -> dict:
+        async with websockets.connect(url + "/v1/listen?language=zh") as ws:
+            return wire.decode(await asyncio.wait_for(ws.recv(), 60)).to_json()
+
+    assert run(ask(server.url))["type"] == "ready"
+    with LiveServer() as tiny:
+        got = run(ask(tiny.url))
+    assert got["type"] == "error" and got["code"] == "bad_language"
