@@ -91,6 +91,19 @@ class EngineStats:
     fallbacks: int = 0
 
 
+def next_batch(waiting: list, max_batch: int) -> tuple[list, list]:
+    """Which waiting ``(request, future)`` pairs to decode next, and the rest, in arrival order.
+
+    Careful decodes go first, in a batch of their own: they make finals, and under load the
+    partials should wait, not the finals. A step left waiting goes as soon as no careful
+    decode waits (a session has one request out at a time, so careful ones cannot flood).
+    """
+    careful = [x for x in waiting if x[0].careful]
+    pick = (careful or waiting)[:max_batch]
+    chosen = {id(x) for x in pick}
+    return pick, [x for x in waiting if id(x) not in chosen]
+
+
 class Engine:
     """Load with :meth:`load` (blocking, done before the server says it is ready), then
     :meth:`start` the scheduler inside the event loop and ``await decode(...)``."""
@@ -211,10 +224,13 @@ class Engine:
 
     async def _schedule(self, queue: asyncio.Queue) -> None:
         loop = asyncio.get_running_loop()
+        waiting: list[tuple[DecodeRequest, asyncio.Future]] = []
         while True:
-            batch = [await queue.get()]
-            while len(batch) < self.opt.max_batch and not queue.empty():
-                batch.append(queue.get_nowait())
+            if not waiting:
+                waiting.append(await queue.get())
+            while not queue.empty():
+                waiting.append(queue.get_nowait())
+            batch, waiting = next_batch(waiting, self.opt.max_batch)
             batch = [(r, f) for r, f in batch if not f.cancelled()]
             if not batch:
                 continue
