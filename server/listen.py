@@ -87,6 +87,8 @@ class ListenConnection:
     :meth:`greet`, :meth:`take_text`, :meth:`take_audio`, :meth:`encode` and
     :meth:`close_code`; the session, decoding, channel, limits and finishing stay here."""
 
+    api = "whisperwire"  # which API the speaker uses, for the log
+
     def __init__(self, ws: WebSocket, params: wire.ListenParams, engine: Any, hub: Hub,
                  transcript: Transcript, config: ServerConfig, metrics: Metrics,
                  vad: VadSegmenter | None = None) -> None:
@@ -134,9 +136,9 @@ class ListenConnection:
 
     # -- the whole life --------------------------------------------------------------------
     async def run(self) -> None:
-        log.info("session=%s event=open sample_rate=%d encoding=%s language=%s speaker=%d",
-                 self.sid, self.params.sample_rate, self.params.encoding, self.params.language,
-                 self.transcript.speakers)
+        log.info("session=%s event=open api=%s sample_rate=%d encoding=%s language=%s speaker=%d",
+                 self.sid, self.api, self.params.sample_rate, self.params.encoding,
+                 self.params.language, self.transcript.speakers)
         self.greet()
         writer = asyncio.create_task(self._write())
         pump = asyncio.create_task(self._pump())

@@ -131,7 +131,7 @@ class _FileSocket:
 
 async def decode_file(server: WhisperWire, token: str | None, audio: np.ndarray, *,
                       language: str | None = None, task: str = "transcribe",
-                      prompt: str | None = None) -> FileResult:
+                      prompt: str | None = None, api: str = "file") -> FileResult:
     """Decode 16 kHz float32 audio as a session of its own, flat out. Raises ClientError when the speaker may not (auth, room, language, duration)."""
     cfg = server.config
     if len(audio) / MODEL_RATE > cfg.max_session_s:
@@ -143,6 +143,7 @@ async def decode_file(server: WhisperWire, token: str | None, audio: np.ndarray,
     conn = ListenConnection(_FileSocket(audio), params, server.engine, server.hub,  # type: ignore[arg-type]
                             transcript, cfg, server.metrics)
     conn.idle_timeout_s = max(cfg.idle_timeout_s, 3600.0)  # the file never goes quiet
+    conn.api = api
     await server.speak(conn)
     if conn.decode_failed:
         raise ClientError("decode_failed", "decoding failed; try again")

@@ -105,6 +105,8 @@ class _Raw:
 class DeepgramConnection(ListenConnection):
     """A Deepgram live stream on our session machinery: Deepgram's messages in and out."""
 
+    api = "deepgram"
+
     def __init__(self, ws: WebSocket, opts: DeepgramOptions, server: WhisperWire,
                  transcript: Any) -> None:
         cfg = server.config
@@ -306,7 +308,8 @@ async def listen_file(server: WhisperWire, request: Request) -> Response:
         audio = _raw_audio(data, opts) if "encoding" in q else read_media(data)
         created = datetime.datetime.now(datetime.timezone.utc)
         res = await decode_file(server, token, audio,
-                                language=opts.params.language, prompt=opts.params.prompt)
+                                language=opts.params.language, prompt=opts.params.prompt,
+                                api="deepgram-file")
     except ClientError as exc:
         server.metrics.errors.labels(exc.code).inc()
         status, body = _error_body(exc, rid)

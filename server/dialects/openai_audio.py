@@ -125,7 +125,8 @@ async def transcribe(server: WhisperWire, request: Request, task: str) -> Respon
         fields, data = await _form(request)
         fmt, grans, (lang, prompt) = _options(fields, task, server.engine)
         audio = read_media(data)
-        res = await decode_file(server, token, audio, language=lang, task=task, prompt=prompt)
+        res = await decode_file(server, token, audio, language=lang, task=task, prompt=prompt,
+                                api="openai-file")
     except ClientError as exc:
         server.metrics.errors.labels(exc.code).inc()
         param = "file" if exc.code in ("bad_file", "file_too_large", "missing_file") else None

@@ -70,6 +70,8 @@ class _Raw:
 class RealtimeConnection(ListenConnection):
     """An OpenAI realtime transcription session on our session machinery."""
 
+    api = "openai-realtime"
+
     def __init__(self, ws: WebSocket, server: WhisperWire, transcript: Any, model: str) -> None:
         params = wire.ListenParams(sample_rate=RATE)
         super().__init__(ws, params, server.engine, server.hub, transcript, server.config,
