@@ -2,6 +2,7 @@
 import * as wire from "./wire.js";
 import { backoff, follow, Segments } from "./connection.js";
 import { explainClosed, explainError } from "./explain.js";
+import { needsSpace } from "./text.js";
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -31,19 +32,39 @@ const context = () => ({ session: viewSession || state.session, viewer: Boolean(
 // screen readers announce what is added to it. The partial stays outside it.
 function appendFinal(m) {
   const f = $("finals");
-  const sep = f.textContent && !f.textContent.endsWith("\n") ? " " : "";
+  const sep = f.textContent && !f.textContent.endsWith("\n") && needsSpace(f.textContent, m.text) ? " " : "";
   f.append(document.createTextNode(sep + m.text + (m.eou ? "\n" : "")));
   $("partial").textContent = "";
 }
 
 function showPartial(m) {
   const f = $("finals").textContent;
-  $("partial").textContent = (m.text && f && !f.endsWith("\n") ? " " : "") + m.text;
+  $("partial").textContent = (m.text && f && !f.endsWith("\n") && needsSpace(f, m.text) ? " " : "") + m.text;
 }
 
 function showCaption(m) {
   if (m.type === "final" && state.segments.isNewFinal(m)) appendFinal(m);
   else if (m.type === "partial") { state.segments.sawPartial(m); showPartial(m); }
+}
+
+/** The language menu and the tasks come from the loaded model (GET /v1/models), so the page
+ * never offers a language the model would refuse. Languages are named in their own tongue. */
+async function loadModelMenu() {
+  let model;
+  try {
+    const r = await fetch("/v1/models", token ? { headers: { Authorization: `Bearer ${token}` } } : {});
+    model = (await r.json()).data[0];
+  } catch { return; }  // an older server: "model default" still works
+  const langs = model.languages || [];
+  const sel = $("language");
+  if (langs.length > 1) sel.append(new Option("detect", "auto"));
+  for (const code of langs) sel.append(new Option(languageName(code), code));
+  $("task-label").hidden = !(model.tasks || []).includes("translate");
+}
+
+function languageName(code) {
+  try { return new Intl.DisplayNames([code], { type: "language" }).of(code) || code; }
+  catch { return code; }
 }
 
 function showShare(session) {
@@ -80,6 +101,8 @@ function onSpeakerMessage(m, ws, started) {
     showShare(m.session);
     setStatus("live", "live");
     say(`${m.model} on ${m.device}/${m.compute_type}`);
+  } else if (m.type === "language") {
+    say(`Language detected: ${languageName(m.language)}`);
   } else if (m.type === "error") {
     if (started) say(explainError(m, context()));  // before `ready` it is a refusal: see refused()
   } else if (m.type === "status") {
@@ -98,7 +121,7 @@ function connectSpeaker() {
   setStatus("connecting", "connecting");
   state.link = follow({
     url: () => wire.wsUrl(wire.LISTEN_PATH, { sample_rate: 16000, encoding: "pcm_s16le",
-      language: $("language").value, session: state.session, token }),
+      language: $("language").value, task: $("task").value, session: state.session, token }),
     tries: SPEAKER_TRIES,
     onMessage: onSpeakerMessage,
     onRefused: (err, code, attempt) => {
@@ -213,5 +236,6 @@ if (viewSession) {
 } else {
   $("start").onclick = start;
   $("stop").onclick = stop;
+  loadModelMenu();
 }
 window.whisperwire = { state };

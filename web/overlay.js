@@ -2,6 +2,7 @@
 //   &outline=3&outline_color=#000&shadow=1&align=center&position=bottom&bg=transparent&partial=1
 import * as wire from "./wire.js";
 import { backoff, follow, Segments } from "./connection.js";
+import { joinText, wrap as wrapText } from "./text.js";
 
 const p = new URLSearchParams(location.search);
 const opt = {
@@ -37,19 +38,12 @@ let partial = "";
 let lastActivity = Date.now();
 const segments = new Segments();  // survives reconnects: replayed finals are not shown twice
 
-function wrap(text) {
-  // break text into lines of at most opt.width characters at spaces
-  const out = [];
-  for (const word of text.split(/\s+/).filter(Boolean)) {
-    if (out.length && (out[out.length - 1] + " " + word).length <= opt.width) out[out.length - 1] += " " + word;
-    else out.push(word);
-  }
-  return out;
-}
+// lines of at most opt.width columns (a CJK character takes two), Chinese without spaces
+const wrap = (text) => wrapText(text, opt.width);
 
 function render() {
-  const committed = wrap(lines.join(" "));
-  const tail = opt.partial && partial ? wrap((committed.length ? committed.pop() + " " : "") + partial) : [];
+  const committed = wrap(lines.reduce(joinText, ""));
+  const tail = opt.partial && partial ? wrap(joinText(committed.length ? committed.pop() : "", partial)) : [];
   const all = committed.concat(tail).slice(-opt.lines);
   box.replaceChildren(...all.map((t, i) => {
     const d = document.createElement("div");

@@ -1,0 +1,56 @@
+"""web/text.js against server/text.py, string by string (Chromium runs the module), and the
+page's language menu from the loaded model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from browser_support import launch
+
+from whisperwire.server.text import display_width, join_texts, split_units, wrap_units
+
+pytestmark = pytest.mark.timeout(120)
+WEB = Path(__file__).resolve().parent.parent / "web"
+ORIGIN = "http://text.test"
+CASES = ["他称他制作了一个wifi门铃", "Hello there, how are you?", "日本 coaster 小巴车。好",
+         "现场活动包括打猎，钓鱼，摄影", "I use Google Docs 写东西", "こんにちは 世界", ""]
+PAIRS = [("你好", "世界"), ("Hello.", "How are you?"), ("一个", "wifi"), ("works", ", mostly"),
+         ("", "好"), ("门铃。", "Next")]
+
+
+@pytest.fixture(scope="module")
+def page():
+    with launch() as b:
+        p = b.new_page()
+        p.route(ORIGIN + "/**", lambda r: r.fulfill(
+            path=str(WEB / r.request.url.removeprefix(ORIGIN + "/")), content_type="text/javascript")
+            if r.request.url.endswith(".js") else r.fulfill(body="<html></html>",
+                                                            content_type="text/html"))
+        p.goto(ORIGIN + "/")
+        yield p
+
+
+def js(page, expr: str, arg):  # type: ignore[no-untyped-def]
+    return page.evaluate(f"async (a) => {{ const t = await import('{ORIGIN}/text.js'); "
+                         f"return {expr}; }}", arg)
+
+
+def test_join_units_and_widths_match_python(page):
+    for left, right in PAIRS:
+        assert js(page, "t.joinText(a[0], a[1])", [left, right]) == join_texts([left, right])
+    for text in CASES:
+        assert js(page, "t.units(a)", text) == [u.strip() for u in split_units(text)], text
+        assert js(page, "t.displayWidth(a)", text) == display_width(text), text
+
+
+def test_wrap_matches_python_within_the_width(page):
+    for text in CASES:
+        for width in (10, 20, 42):
+            got = js(page, f"t.wrap(a, {width})", text)
+            assert "".join(got).replace(" ", "") == text.replace(" ", ""), json.dumps(got)
+            assert all(display_width(x) <= width for x in got if len(split_units(x)) > 1)
+            # the same lines as the subtitles' wrap, less its preference for punctuation
+            if not any(c in text for c in "，。,"):
+                assert got == wrap_units(split_units(text), width), (text, width)

@@ -1,0 +1,58 @@
+// The text rules of server/text.py for the page and the overlay: no space next to a character
+// of a script written without spaces (Chinese, Japanese, Thai, ...), so Chinese finals join as
+// 你好世界 and 一个wifi门铃; widths in columns (a CJK character takes two); lines broken
+// between units (Latin words, single CJK characters). tests/test_lang_web.py checks it against
+// the Python module.
+const UNSPACED = [[0x0E00, 0x0EFF], [0x1000, 0x109F], [0x1780, 0x17FF], [0x2E80, 0x9FFF],
+  [0xF900, 0xFAFF], [0xFE30, 0xFE4F], [0xFF00, 0xFFEF], [0x20000, 0x2FA1F]];
+const WIDE = [[0x1100, 0x115F], [0x2E80, 0x303E], [0x3041, 0x33FF], [0x3400, 0x4DBF],
+  [0x4E00, 0x9FFF], [0xA000, 0xA4CF], [0xAC00, 0xD7A3], [0xF900, 0xFAFF], [0xFE30, 0xFE4F],
+  [0xFF00, 0xFF60], [0xFFE0, 0xFFE6], [0x20000, 0x3FFFD]];
+
+const within = (ranges, ch) => {
+  const o = ch.codePointAt(0);
+  return ranges.some(([lo, hi]) => lo <= o && o <= hi);
+};
+export const isUnspaced = (ch) => within(UNSPACED, ch);
+
+/** Whether `right` written after `left` is separated by a space. */
+export function needsSpace(left, right) {
+  const a = [...left.trimEnd()].pop();
+  const b = [...right.trimStart()][0];
+  if (!a || !b || isUnspaced(a) || isUnspaced(b)) return false;
+  return !/[\p{Pe}\p{Pf}\p{Po}]/u.test(b);
+}
+
+/** `left` and `right` as one text, spaced by the rules. */
+export const joinText = (left, right) => {
+  const r = right.trim();
+  if (!r) return left;
+  return left + (needsSpace(left, r) ? " " : "") + r;
+};
+
+/** Columns the text takes on screen. */
+export const displayWidth = (text) => [...text].reduce((w, ch) => w + (within(WIDE, ch) ? 2 : 1), 0);
+
+/** The units a line may break between: Latin words and single unspaced-script characters. */
+export function units(text) {
+  const out = [];
+  for (const tok of text.split(/\s+/).filter(Boolean)) {
+    let run = "";
+    for (const ch of tok) {
+      if (isUnspaced(ch)) { if (run) out.push(run); run = ""; out.push(ch); } else run += ch;
+    }
+    if (run) out.push(run);
+  }
+  return out;
+}
+
+/** Lines of at most `width` columns (a unit wider than a line gets a line of its own). */
+export function wrap(text, width) {
+  const out = [];
+  for (const u of units(text)) {
+    const last = out.length ? out[out.length - 1] : null;
+    if (last !== null && displayWidth(joinText(last, u)) <= width) out[out.length - 1] = joinText(last, u);
+    else out.push(u);
+  }
+  return out;
+}
