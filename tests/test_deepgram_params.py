@@ -1,0 +1,93 @@
+"""Deepgram query parameters, tokens and G.711 audio, as pure functions (no server, no model)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from starlette.datastructures import QueryParams
+from whisperwire.server.dialects.common import g711_to_float, speaker_token
+from whisperwire.server.dialects.deepgram_params import parse_options
+from whisperwire.server.errors import ClientError
+
+
+def parse(query: str, live: bool = True):
+    q = QueryParams(query)
+    return parse_options(q, {k: q.getlist(k) for k in q.keys()}, live=live)
+
+
+def test_what_livekit_and_pipecat_send_is_accepted():
+    livekit = ("model=nova-3&punctuate=true&smart_format=false&no_delay=true&interim_results=true"
+               "&encoding=linear16&vad_events=true&sample_rate=48000&channels=1&endpointing=25"
+               "&filler_words=true&profanity_filter=false&numerals=false&mip_opt_out=false"
+               "&keyterm=WhisperWire&keyterm=Deepgram&language=en-US")
+    o = parse(livekit)
+    assert o.params.sample_rate == 48000 and o.params.language == "en"
+    assert o.hangover_ms == 300, "25 ms endpointing is floored where the VAD can still work"
+    assert o.punctuate and o.interim_results and o.vad_events and o.speech_final
+    assert o.params.prompt == "WhisperWire, Deepgram."
+    o = parse("model=nova-3-general&language=en&encoding=linear16&sample_rate=16000"
+              "&interim_results=true&punctuate=true&smart_format=false&keywords=Gutenberg:2")
+    assert o.params.prompt == "Gutenberg." and o.hangover_ms is None
+
+
+def test_options_map_onto_the_session():
+    o = parse("encoding=mulaw&endpointing=false&utterance_end_ms=1500&interim_results=true"
+              "&language=multi")
+    assert o.encoding == "mulaw" and o.params.sample_rate == 8000
+    assert not o.speech_final and o.utterance_end_ms == 1500 and o.params.language is None
+    assert not parse("").punctuate, "Deepgram's default: no punctuation"
+    assert parse("smart_format=true").punctuate
+    f = parse("utterances=true&paragraphs=true&utt_split=1.5", live=False)
+    assert f.utterances and f.paragraphs and f.utt_split == 1.5 and f.encoding == "linear16"
+
+
+@pytest.mark.parametrize("query,code", [
+    ("encoding=opus", "bad_encoding"),
+    ("encoding=flac", "bad_encoding"),
+    ("sample_rate=4000", "bad_parameter"),
+    ("sample_rate=abc", "bad_parameter"),
+    ("channels=2", "unsupported_parameter"),
+    ("diarize=true", "unsupported_parameter"),
+    ("multichannel=true", "unsupported_parameter"),
+    ("redact=pci", "unsupported_parameter"),
+    ("search=hello", "unsupported_parameter"),
+    ("callback=http://example.com", "unsupported_parameter"),
+    ("made_up=1", "unsupported_parameter"),
+    ("interim_results=maybe", "bad_parameter"),
+    ("endpointing=soon", "bad_parameter"),
+    ("utterance_end_ms=500&interim_results=true", "bad_parameter"),
+    ("utterance_end_ms=1000", "bad_parameter"),  # Deepgram: needs interim_results
+    ("language=en_US!", "bad_language"),
+    ("keyterm=" + "x" * 1001, "bad_prompt"),
+    ("utt_split=0", "bad_parameter"),
+])
+def test_unsupported_and_bad_values_are_refused(query, code):
+    with pytest.raises(ClientError) as err:
+        parse(query)
+    assert err.value.code == code, err.value.message
+    assert err.value.message
+
+
+def test_features_left_off_are_fine():
+    parse("diarize=false&multichannel=false&profanity_filter=false&detect_entities=false")
+
+
+def test_tokens_in_every_form_a_client_sends():
+    q: dict[str, str] = {}
+    assert speaker_token({"authorization": "Token abc"}, q) == "abc"
+    assert speaker_token({"authorization": "bearer abc"}, q) == "abc"
+    assert speaker_token({"sec-websocket-protocol": "token, abc"}, q) == "abc"
+    assert speaker_token({}, {"token": "abc"}) == "abc"
+    assert speaker_token({"authorization": "Basic abc"}, q) is None
+    assert speaker_token({"authorization": "Token "}, q) is None
+
+
+def test_g711_decodes_to_the_standard_values():
+    mu = g711_to_float(bytes([0xFF, 0x7F, 0x00, 0x80]), "mulaw") * 32768
+    assert mu.tolist() == [0, 0, -32124, 32124]
+    a = g711_to_float(bytes([0xD5, 0x55, 0xAA, 0x2A]), "alaw") * 32768
+    assert a.tolist() == [8, -8, 32256, -32256]
+    for law in ("mulaw", "alaw"):  # the sign bit mirrors; within a sign, values are ordered
+        t = g711_to_float(bytes(range(256)), law)
+        assert np.array_equal(t[np.arange(256) ^ 0x80], -t)
+        assert len(set(np.abs(t).tolist())) >= 127 and np.abs(t).max() < 1.0
