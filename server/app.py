@@ -144,6 +144,9 @@ class WhisperWire:
         if params.language not in (None, "auto") and params.language not in langs:
             raise ClientError("bad_language", f"model {self.engine.model_name} does not know "
                               f"language {params.language!r}")
+        if params.task == "translate" and len(langs) <= 1:
+            raise ClientError("bad_task", f"model {self.engine.model_name} is English-only: it "
+                              "transcribes, it does not translate")
         return params, self.hub.open(params.session)
 
     def admit_viewer(self, conn: HTTPConnection) -> str:

@@ -123,18 +123,20 @@ def test_two_models_english_partials_from_the_draft_finals_as_good_as_base(serve
     assert res.of_type(wire.Partial)
 
 
-def test_english_only_model_refuses_chinese_with_bad_language(server):
+def test_english_only_model_refuses_chinese_and_translation(server):
     """The draft is English-only, not the server's model: base takes zh; the shared
     tiny.en server refuses it (a real handshake, no audio)."""
     import asyncio
 
     import websockets
 
-    async def ask(url: str) -> dict:
-        async with websockets.connect(url + "/v1/listen?language=zh") as ws:
+    async def ask(url: str, query: str = "language=zh") -> dict:
+        async with websockets.connect(f"{url}/v1/listen?{query}") as ws:
             return wire.decode(await asyncio.wait_for(ws.recv(), 60)).to_json()
 
     assert run(ask(server.url))["type"] == "ready"
     with LiveServer() as tiny:
         got = run(ask(tiny.url))
+        translate = run(ask(tiny.url, "task=translate"))
     assert got["type"] == "error" and got["code"] == "bad_language"
+    assert translate["type"] == "error" and translate["code"] == "bad_task"
