@@ -87,6 +87,8 @@ _HINTS = {
     "session_taken": "choose another --session, or wait until that speaker stops",
     "unauthorized": "check --token",
     "server_full": "the server has no free session; try again later",
+    "bad_language": "choose one of the model's languages with --language, or auto",
+    "bad_task": "--task translate needs a multilingual model (serve --model base)",
 }
 
 

@@ -143,7 +143,7 @@ class WhisperWire:
         langs = self.engine.languages
         if params.language not in (None, "auto") and params.language not in langs:
             raise ClientError("bad_language", f"model {self.engine.model_name} does not know "
-                              f"language {params.language!r}")
+                              f"language {params.language!r}; it knows {', '.join(langs)}")
         if params.task == "translate" and len(langs) <= 1:
             raise ClientError("bad_task", f"model {self.engine.model_name} is English-only: it "
                               "transcribes, it does not translate")
