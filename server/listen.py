@@ -113,6 +113,7 @@ class ListenConnection:
         self.resampler = Resampler(params.sample_rate)
         self.phase = Phase.LISTENING
         self.decode_failed = False
+        self.decoding = False  # a request is with the engine (the session must not drop it)
         self.wake = asyncio.Event()
         self.progress = asyncio.Event()  # a decode finished (the backlog may have shrunk)
         self.stop_reading = asyncio.Event()
@@ -322,9 +323,11 @@ class ListenConnection:
                 self.wake.clear()
                 await self.wake.wait()
                 continue
+            self.decoding = True
             try:
                 result = await self.engine.decode(req)
             except Exception:  # noqa: BLE001 - the engine logged it; the audio is kept
+                self.decoding = False
                 failures += 1
                 self.session.failed(req.id)
                 if failures >= MAX_DECODE_FAILURES:
@@ -333,6 +336,7 @@ class ListenConnection:
                 self.send(wire.Error("decode_failed", "decoding failed; retrying"))
                 await asyncio.sleep(0.2 * failures)
                 continue
+            self.decoding = False
             failures = 0
             self.session.decoded(req.id, result)
             self.progress.set()

@@ -107,6 +107,12 @@ def test_manual_commits_mulaw_and_errors(live_server):
         assert conn.recv().error.code == "invalid_audio"
         conn.input_audio_buffer.commit()
         assert conn.recv().error.code == "input_audio_buffer_commit_empty"
+        # audio cleared is dropped: none of it reaches a later turn
+        conn.input_audio_buffer.append(audio=base64.b64encode(mulaw(
+            at(load16k("LJ001-0002.wav"), 8000))).decode())
+        conn.input_audio_buffer.clear()
+        while conn.recv().type != "input_audio_buffer.cleared":
+            pass
         events = []
         for p in parts:
             for i in range(0, len(p), 1600):
@@ -122,3 +128,4 @@ def test_manual_commits_mulaw_and_errors(live_server):
         assert joined == completed
     text = " ".join(e.transcript for e in events if e.type == COMPLETED)
     assert wer(references()["jfk.wav"], text) <= 0.3, text
+    assert "modern" not in text.lower(), "the cleared audio was dropped"

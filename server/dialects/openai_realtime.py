@@ -91,6 +91,7 @@ class RealtimeConnection(ListenConnection):
         self.commits: deque[float] = deque()
         self.heard = 0  # samples since the last commit or clear
         self.beta = False  # the client speaks the beta transcription_session.* events
+        self._clearing = False  # a clear waits for the decode with the engine
 
     # -- events out ------------------------------------------------------------------------
     def event(self, kind: str, **body: Any) -> None:
@@ -136,9 +137,9 @@ class RealtimeConnection(ListenConnection):
         elif kind == "input_audio_buffer.commit":
             self._commit()
         elif kind == "input_audio_buffer.clear":
-            self.session.abandon()
-            self.heard = 0
-            self.event("input_audio_buffer.cleared")
+            self._clearing = True
+            if not self.decoding:
+                self._clear()
         else:
             raise ClientError("invalid_event", f"unsupported event type {kind!r} in a "
                               "transcription session")
@@ -181,7 +182,21 @@ class RealtimeConnection(ListenConnection):
 
     def _publish(self, events: list[wire.Message]) -> None:
         super()._publish(events)
+        if self._clearing:
+            self._clear()
         self._settle()
+
+    def _clear(self) -> None:
+        """Drop the audio not yet final (between decodes: the one with the engine is kept);
+        turns already under way are completed with what was sent of them."""
+        self._clearing = False
+        self.session.abandon()
+        self.vad.take()  # the VAD's end of the dropped speech is no turn
+        self.heard = 0
+        self.commits.clear()
+        while self.items:
+            self._complete()
+        self.event("input_audio_buffer.cleared")
 
     def _settle(self) -> None:
         """Manual turns: a commit's turn is complete when nothing heard is left to decode."""
