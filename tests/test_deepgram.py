@@ -150,7 +150,8 @@ def test_bad_parameters_and_files_get_deepgram_errors(live_server):
     dg = client(live_server)
     for kwargs in ({"encoding": "opus"}, {"diarize": "true"}, {"channels": "2"},
                    {"sample_rate": "96000"}, {"language": "xx"}, {"endpointing": "soon"},
-                   {"request_options": {"additional_query_parameters": {"made_up": "1"}}}):
+                   {"request_options": {"additional_query_parameters": {"made_up": "1"}}},
+                   {"request_options": {"additional_query_parameters": {"x\r\ny": "1"}}}):
         with pytest.raises((ApiError, InvalidStatus)) as err:
             with dg.listen.v1.connect(model="nova-3", **kwargs):
                 pass
@@ -167,7 +168,8 @@ def test_bad_parameters_and_files_get_deepgram_errors(live_server):
         conn.send_media(s16(load16k("LJ001-0002.wav")))
         conn.send_close_stream()
         rest = list(conn)
-    assert rest[-1].type == "Metadata"
+        sid = conn._websocket.response.headers["dg-request-id"]
+    assert rest[-1].type == "Metadata" and rest[-1].request_id == sid
     assert wer(references()["LJ001-0002.wav"], " ".join(
         m.channel.alternatives[0].transcript for m in rest if m.type == "Results")) <= 0.25
 

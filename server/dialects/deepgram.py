@@ -251,8 +251,10 @@ async def _deny(ws: WebSocket, exc: ClientError) -> None:
         uv.addFilter(_FILTER)
     _DENIED.set(True)
     try:
+        # the message may quote the query: printable ASCII only, never a line break
+        safe = "".join(c if " " <= c <= "~" else "?" for c in exc.message[:200])
         await ws.send_denial_response(JSONResponse(body, status_code=status,
-                                                   headers={"dg-error": exc.message[:200]}))
+                                                   headers={"dg-error": safe}))
     except RuntimeError:
         await ws.accept()
         await ws.send_text(json.dumps({"type": "Error", "variant": exc.code,
