@@ -15,6 +15,7 @@ from conftest import LiveServer, load16k, references, s16
 from deepgram import DeepgramClient
 from deepgram.core.api_error import ApiError
 from deepgram.environment import DeepgramClientEnvironment
+from deepgram.listen.v1.types import ListenV1Configure
 from websockets.exceptions import ConnectionClosedError, InvalidStatus
 from websockets.sync.client import connect as ws_connect
 from whisperwire.server.app import ServerConfig
@@ -165,6 +166,9 @@ def test_bad_parameters_and_files_get_deepgram_errors(live_server):
         conn._websocket.send('{"type":"Dance"}')
         err = conn.recv()
         assert err.type == "Error" and "Dance" in err.description
+        conn.send_configure(ListenV1Configure(keyterms=["comparatively"]))
+        ok = conn.recv()
+        assert ok.type == "ConfigureSuccess" and ok.keyterms == ["comparatively"]
         conn.send_media(s16(load16k("LJ001-0002.wav")))
         conn.send_close_stream()
         rest = list(conn)

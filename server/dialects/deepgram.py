@@ -149,10 +149,30 @@ class DeepgramConnection(ListenConnection):
                 self.send(_Flushed(None))
             else:
                 self._finalizing = True
+        elif kind == "Configure":
+            self._configure(msg)
         elif kind != "KeepAlive":
             raise ClientError("SchemaError", f"unknown message {text[:200]!r}; expected "
-                              "KeepAlive, Finalize or CloseStream")
+                              "KeepAlive, Finalize, Configure or CloseStream")
         return False
+
+    def _configure(self, msg: dict[str, Any]) -> None:
+        """``Configure``: new keyterms become Whisper's prompt from the next decode on."""
+        terms = msg.get("keyterms")
+        if terms is not None:
+            if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms):
+                raise ClientError("SchemaError", "keyterms must be a list of strings")
+            prompt = ", ".join(t.strip() for t in terms if t.strip())
+            if len(prompt) > 1000:
+                self.send(_Raw({"type": "ConfigureFailure", "request_id": self.sid,
+                                "code": "CONFIGURE_KEYTERM_LIMIT_EXCEEDED",
+                                "description": "keyterms are limited to 1000 characters"}))
+                return
+            self.session.user_prompt = prompt + "." if prompt else ""
+        body: dict[str, Any] = {"type": "ConfigureSuccess", "request_id": self.sid}
+        if terms is not None:
+            body["keyterms"] = terms
+        self.send(_Raw(body))
 
     def on_vad(self, marks: list[Any]) -> None:
         if self.opts.vad_events:
