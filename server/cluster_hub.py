@@ -5,8 +5,9 @@ other. So the channel's record (finals, live partial, ``closed``, who speaks on 
 one named, detached Ray actor, the :class:`Directory`, and every replica's hub talks to it:
 
 - a speaker's replica *claims* the session id there (``session_taken`` holds cluster-wide) and
-  sends each event as it publishes it (one caller's actor calls run in order, so finals keep
-  theirs);
+  sends each event as it publishes it, numbered: an async actor may start one caller's calls
+  out of order, so the directory applies them by number (finals keep their order, and the
+  speaker's end never overtakes its last final and ``closed``);
 - a replica with viewers of a channel *follows* it: one long poll per channel and replica returns
   everything after a cursor (finals and ``closed`` in order, then only the newest partial),
   and the replica's local :class:`~.hub.Outbox` per viewer does the rest exactly as in one process
@@ -38,7 +39,10 @@ __all__ = ["ClusterHub", "Directory", "directory"]
 
 log = logging.getLogger("whisperwire.server")
 
-NAME, NAMESPACE = "whisperwire-hub", "whisperwire"
+# The directory's calls change with WhisperWire's code, and a detached actor outlives a
+# redeploy: replicas find the directory of their own protocol version by its name.
+PROTOCOL = 2
+NAME, NAMESPACE = f"whisperwire-hub-v{PROTOCOL}", "whisperwire"
 
 
 @dataclass
@@ -61,6 +65,8 @@ class _Channel:
     ended_at: float | None = None
     seq: int = 0
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    next_batch: int = 0  # the live speaker's next batch number
+    pending: dict[int, tuple[list[str], float | None]] = field(default_factory=dict)
 
     def bump(self) -> None:
         """Something changed: the next sequence number, and the followers wake up."""
@@ -100,16 +106,27 @@ class Directory:
             ch.live, ch.closed, ch.ended_at, ch.partial = True, None, None, None
             ch.offset, ch.speakers, ch.heard = ch.audio_seconds, ch.speakers + 1, 0.0
             ch.bump()
-        ch.owner, ch.claim = owner, self._claims
+        ch.owner, ch.claim, ch.next_batch, ch.pending = owner, self._claims, 0, {}
         return {"session": sid, "claim": ch.claim, "finals": list(ch.finals),
                 "offset": ch.offset, "speakers": ch.speakers}
 
-    async def publish(self, session: str, claim: int, events: list[str]) -> None:
-        """Events of the live speaker ``claim``, on the channel's clock; a stale claim's (a
-        replica that lost its lease) are ignored."""
+    async def publish(self, session: str, claim: int, batch: int, events: list[str],
+                      end: float | None = None) -> None:
+        """Batch number ``batch`` of the live speaker ``claim``: events on the channel's clock,
+        and with ``end`` (its audio seconds) the speaker's end. Batches apply in number order;
+        a stale claim's (a replica that lost its lease) are ignored."""
         ch = self.channels.get(session)
         if ch is None or ch.claim != claim or not ch.live:
             return
+        ch.pending[batch] = (events, end)
+        while ch.live and ch.next_batch in ch.pending:
+            events, end = ch.pending.pop(ch.next_batch)
+            ch.next_batch += 1
+            self._apply(ch, events)
+            if end is not None:
+                self._end(ch, end)
+
+    def _apply(self, ch: _Channel, events: list[str]) -> None:
         for text in events:
             msg = wire.decode(text)
             ch.bump()
@@ -123,11 +140,6 @@ class Directory:
             elif isinstance(msg, Closed):
                 ch.log.append((ch.seq, text))
                 ch.closed = text
-
-    async def end(self, session: str, claim: int, audio_seconds: float) -> None:
-        ch = self.channels.get(session)
-        if ch is not None and ch.claim == claim and ch.live:
-            self._end(ch, audio_seconds)
 
     def _end(self, ch: _Channel, audio_seconds: float) -> None:
         ch.live = False
@@ -234,6 +246,7 @@ class ClusterHub(Hub):
         super().__init__(retention_s, max_viewers)
         self.actor, self.owner, self.timeout_s, self.pid = actor, owner, timeout_s, pid
         self._claims: dict[str, int] = {}
+        self._batches: dict[str, int] = {}
         self._mirrors: dict[str, _Mirror] = {}
 
     def _call(self, ref: Any) -> Any:
@@ -260,25 +273,30 @@ class ClusterHub(Hub):
         sid = r["session"]
         t = Transcript(sid, finals=[wire.decode(f) for f in r["finals"]], offset=r["offset"],
                        speakers=r["speakers"])
-        self._sessions[sid], self._claims[sid] = t, r["claim"]
+        self._sessions[sid], self._claims[sid], self._batches[sid] = t, r["claim"], 0
         return t
+
+    def _send(self, sid: str, events: list[str], end: float | None = None) -> None:
+        claim = self._claims.get(sid)
+        if claim is not None:
+            n = self._batches[sid]
+            self._batches[sid] = n + 1
+            self.actor.publish.remote(sid, claim, n, events, end)
 
     def publish(self, t: Transcript, msg: Message) -> None:
         if not isinstance(msg, (Final, Partial, Closed)):
             return
         msg = on_channel_clock(msg, t.offset)
         self.deliver(t, msg)
-        claim = self._claims.get(t.session)
-        if claim is not None:
-            self.actor.publish.remote(t.session, claim, [wire.encode(msg)])
+        self._send(t.session, [wire.encode(msg)])
 
     def end(self, t: Transcript, audio_seconds: float = 0.0) -> None:
         t.live = False
         t.audio_seconds = t.offset + audio_seconds
         t.ended_at = time.monotonic()
-        claim = self._claims.pop(t.session, None)
-        if claim is not None:
-            self.actor.end.remote(t.session, claim, audio_seconds)
+        self._send(t.session, [], end=audio_seconds)
+        self._claims.pop(t.session, None)
+        self._batches.pop(t.session, None)
         if self._sessions.get(t.session) is t:
             del self._sessions[t.session]
 

@@ -198,6 +198,29 @@ def test_viewers_on_another_replica_get_one_process_guarantees(cluster):
     assert not lost.live
 
 
+def test_the_directory_applies_a_speakers_calls_in_their_order():
+    """An async actor may start one caller's calls out of order: the speaker's end arriving
+    before its last final and ``closed`` must not lose them (no Ray needed: the class itself)."""
+    from whisperwire.server.cluster_hub import Directory
+
+    final = wire.encode(wire.Final(0, "last words", 0.0, 1.0))
+    closed = wire.encode(wire.Closed("client_close", 1.2))
+
+    async def go() -> tuple:
+        d = Directory(lease_s=60)
+        r = await d.claim("order", "replica-1")
+        await d.publish("order", r["claim"], 2, [], end=1.2)  # the end overtakes...
+        await d.publish("order", r["claim"], 1, [closed])
+        before = await d.snapshot("order")
+        await d.publish("order", r["claim"], 0, [final])  # ...until the first batch arrives
+        return before, await d.snapshot("order"), await d.since("order", 0, 0.1)
+
+    before, after, since = run(go())
+    assert before["live"] and not before["finals"] and before["closed"] is None
+    assert not after["live"] and after["finals"] == [final] and after["closed"] == closed
+    assert since["events"] == [final, closed]
+
+
 @pytest.mark.timeout(60)
 def test_health_and_metrics_per_replica(cluster):
     http = cluster["http"]
