@@ -152,6 +152,9 @@ class CaptionPrinter:
         elif isinstance(m, wire.Error):
             self._write(self.flow.end())
             print(f"whisperwire: {server_error_sentence(m)}", file=sys.stderr)
+        elif isinstance(m, wire.Language):  # language=auto decided (stderr: captions stay clean)
+            print(f"whisperwire: language {m.language} (detected, p={m.probability:.2f})",
+                  file=sys.stderr)
 
     def close(self) -> None:
         """End the running line (call once, when the captions stop)."""
