@@ -266,6 +266,7 @@ def test_a_killed_replica_ends_its_sessions_and_keeps_their_finals(cluster):
 
     seen, spoken, code, took = run(go())
     assert seen[-1].reason == "replica_lost" and took < LEASE_S + 10
+    assert code in (1006, 1011), code  # Serve's proxy drops it (1006: no close frame)
     assert code != 1000 and not any(isinstance(m, wire.Closed) for m in spoken), code
     finals = _finals(seen)
     r = httpx.get(f"{http}/v1/sessions/ray-dies/transcript.json", timeout=30)
