@@ -176,6 +176,13 @@ def test_viewers_on_another_replica_get_one_process_guarantees(cluster):
         got_slow = []  # read only now: everything queued while it slept
         while not got_slow or not isinstance(got_slow[-1], wire.Closed):
             got_slow.append(await asyncio.wait_for(slow.next(), 20))
+        t2 = b.open("hub-x")  # the channel's next speaker, on the other replica, goes on
+        assert (len(t2.finals), t2.offset, t2.speakers) == (10, 60.0, 2)
+        b.publish(t2, wire.Final(10, "next", 0.5, 1.0))
+        nxt = await asyncio.wait_for(fast.next(), 20)
+        assert (nxt.text, nxt.start, nxt.segment) == ("next", 60.5, 10), nxt
+        b.publish(t2, wire.Closed("client_close", 1.0))
+        b.end(t2, 1.0)
         renew.cancel()
         c = ClusterHub(actor, "test-gone")  # claims, publishes, never renews
         lost = c.open("hub-lost")
@@ -225,6 +232,7 @@ def test_the_directory_applies_a_speakers_calls_in_their_order():
 def test_health_and_metrics_per_replica(cluster):
     http = cluster["http"]
     assert httpx.get(f"{http}/healthz").text == "ok"
+    assert httpx.get(f"{http}/overlay").status_code == 200  # the OBS overlay, from any replica
     assert httpx.get(f"{http}/readyz").json()["ready"] is True
     replicas = set()
     for _ in range(20):
