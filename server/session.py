@@ -263,6 +263,8 @@ class StreamSession:
         if last is not None and sample - last.available <= self.opt.samples(self.opt.join_gap_ms):
             last.append(np.zeros(sample - last.available, np.float32))
             last.open = True
+            if self._detect_pending and self.language == "auto":
+                last.ends.clear()  # a held short utterance goes on: detect on both together
             return
         while self._utts and self._utts[-1].idle and self._in_flight is None:
             self._utts.pop()  # context too old to help
@@ -342,6 +344,8 @@ class StreamSession:
         o = self.opt
         full = u.window_start + o.samples(o.max_window_ms)
         ends = [e for e in u.ends if e <= full]
+        if ends and self._waits_for_language(u, ends[-1]):
+            return None
         if ends:  # under backlog, several ended utterances become final in one window
             return ends[-1], _Kind.END
         if u.available >= full:
@@ -461,6 +465,15 @@ class StreamSession:
         script = script_for(lang, self.zh_script) if lang == "zh" else "as_is"
         before = u.buffer.committed[-1].word if u.buffer.committed else ""
         return replace(r, words=tuple(convert_words(split_words(r.words), script, before)))
+
+    def _waits_for_language(self, u: _Run, end: int) -> bool:
+        """An utterance too short to tell its language (language=auto, still unsure) is not
+        finalised alone while the next may still join it: Whisper hears "他称" (0.4 s) as
+        Korean, and the words after it as Chinese."""
+        o = self.opt
+        return (self._detect_pending and self.language == "auto"
+                and end - u.window_start < o.samples(o.detect_ms)
+                and self.samples_in - end <= o.samples(o.join_gap_ms))
 
     def _note_language(self, req: DecodeRequest, r: DecodeResult) -> bool:
         """language=auto (or the model's own): the first window long enough, where Whisper is

@@ -186,3 +186,29 @@ def test_a_language_the_draft_does_not_speak_gets_main_partials_once():
     assert not any(isinstance(e, Partial) and "X" in e.text for e in events)
     ends = [(r.offset + r.duration) for r in dec.requests if not r.careful]
     assert len(ends) == len(set(ends))  # no window read twice by the main model
+
+
+def test_auto_holds_a_short_first_utterance_for_the_speech_after_it():
+    """"他称" (0.5 s) then a pause the VAD ends an utterance on, then the rest: the short one
+    is not finalised alone in a language guessed from half a second."""
+    audio, truth = speech()
+    cut = int((truth[0][2] + 0.1) * SR)  # after the first word
+    audio = np.concatenate([audio[:cut], np.zeros(int(0.9 * SR), np.float32), audio[cut:]])
+    truth = [truth[0]] + [(w, s + 0.9, e + 0.9) for w, s, e in truth[1:]]
+    dec = ChineseDecoder(truth)
+    s = StreamSession(StreamOptions(), VadSegmenter(VadOptions(), lambda f: True), language="auto")
+    events = []
+    for i in range(0, len(audio), 1600):
+        s.feed_audio(audio[i : i + 1600])
+        while (req := s.next_decode()) is not None:
+            s.decoded(req.id, dec(req))
+        events += s.events()
+    s.finish()
+    while (req := s.next_decode()) is not None:
+        s.decoded(req.id, dec(req))
+    events += s.events()
+    kinds = [type(e).__name__ for e in events if not isinstance(e, Partial)]
+    assert kinds[0] == "Language" and events[[type(e).__name__ for e in events].index(
+        "Language")].language == "zh"
+    assert not any(r.final and r.language == "auto" and r.duration < 1.5 for r in dec.requests)
+    assert text_of(events) == SIMPLIFIED
