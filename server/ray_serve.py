@@ -83,7 +83,8 @@ class WhisperWire:
         self.hub = ClusterHub(actor, name, self.config.transcript_retention_s,
                               self.config.max_viewers, pid=os.getpid())
         self._tasks = [asyncio.create_task(self.hub.renew_forever()),
-                       asyncio.create_task(self._drain_when_serve_does())]
+                       asyncio.create_task(self._drain_when_serve_does()),
+                       asyncio.create_task(self._export_to_ray())]
 
     def __serve_build_asgi_app__(self) -> Any:
         self.starlette = create_app(self.config, hub=self.hub)
@@ -99,6 +100,29 @@ class WhisperWire:
             await asyncio.sleep(0.25)
         log.info("event=replica_draining sessions=%d", self.hub.live_count)
         await self.starlette.state.drain(timeout=45.0)
+
+    async def _export_to_ray(self, every_s: float = 2.0) -> None:
+        """The replica's load through Ray's own metrics (each node's Prometheus endpoint, with
+        the deployment, replica and application tags), where one scrape config sees every
+        replica: ``sum(ray_whisperwire_sessions)`` is the cluster's live streams."""
+        from ray.serve import metrics
+
+        sessions = metrics.Gauge("whisperwire_sessions", "Live speaking sessions")
+        viewers = metrics.Gauge("whisperwire_viewers", "Connected viewers")
+        audio = metrics.Counter("whisperwire_audio_in_seconds", "Seconds of audio received")
+        sent = 0.0
+        while True:
+            await asyncio.sleep(every_s)
+            app = getattr(self, "starlette", None)
+            if app is None:
+                continue
+            sessions.set(self.hub.live_count)
+            viewers.set(self.hub.viewer_count)
+            heard = app.state.metrics.registry.get_sample_value(
+                "whisperwire_audio_in_seconds_total") or 0.0
+            if heard > sent:
+                audio.inc(heard - sent)
+                sent = heard
 
     def check_health(self) -> None:
         """Serve restarts a replica whose engine stopped working."""

@@ -8,6 +8,7 @@ then each replica loads its engine), so the tests share one cluster and keep the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -49,9 +50,10 @@ def cluster():
     from ray import serve
 
     from whisperwire.server.cluster_hub import NAME, NAMESPACE
-    port = _free_port()
+    port, metrics_port = _free_port(), _free_port()
     t0 = time.monotonic()
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False,
+             _metrics_export_port=metrics_port)
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         serve.run(_deployment(2), name="whisperwire", route_prefix="/")
@@ -62,7 +64,8 @@ def cluster():
             time.sleep(0.2)
         print(f"cluster, Serve and 2 replicas ready in {time.monotonic() - t0:.1f} s")
         hub = ray.get_actor(NAME, namespace=NAMESPACE)
-        yield {"url": f"ws://127.0.0.1:{port}", "http": http, "hub": hub}
+        yield {"url": f"ws://127.0.0.1:{port}", "http": http, "hub": hub,
+               "ray_metrics": f"http://127.0.0.1:{metrics_port}/metrics"}
     finally:
         serve.shutdown()
         ray.shutdown()
@@ -228,7 +231,7 @@ def test_the_directory_applies_a_speakers_calls_in_their_order():
     assert since["events"] == [final, closed]
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(90)
 def test_health_and_metrics_per_replica(cluster):
     http = cluster["http"]
     assert httpx.get(f"{http}/healthz").text == "ok"
@@ -241,6 +244,16 @@ def test_health_and_metrics_per_replica(cluster):
         assert 'deployment="WhisperWire"' in line and 'application="whisperwire"' in line
         replicas.add(line.split('replica="')[1].split('"')[0])
     assert len(replicas) == 2, "every replica labels its own series"
+    # and through Ray's metrics export, where one scrape sees every replica (the speakers of
+    # the earlier tests have sent audio to both)
+    deadline, seen = time.monotonic() + 45, set()
+    while len(seen) < 2:
+        assert time.monotonic() < deadline, f"Ray's export shows replicas {seen}"
+        time.sleep(2)
+        with contextlib.suppress(httpx.HTTPError):
+            seen = {ln.split('replica="')[1].split('"')[0]
+                    for ln in httpx.get(cluster["ray_metrics"], timeout=10).text.splitlines()
+                    if ln.startswith("ray_whisperwire_audio_in_seconds") and 'replica="' in ln}
 
 
 @pytest.mark.timeout(180)
