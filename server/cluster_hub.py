@@ -323,32 +323,45 @@ class ClusterHub(Hub):
         return self.add_viewer(m.transcript)
 
     async def _follow(self, m: _Mirror) -> None:
-        t, failures = m.transcript, 0
-        while t.viewers or self._mirrors.get(t.session) is m:
+        """Keep ``m`` current until its last viewer leaves; when the channel is gone (expired,
+        or the directory lost it) or following fails, its viewers get what they have and end."""
+        t = m.transcript
+        try:
+            while t.viewers or self._mirrors.get(t.session) is m:
+                r = await self._poll(t.session, m.cursor)
+                if r is None:
+                    break
+                self._catch_up(m, r)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 - a bug here must not leave viewers waiting for ever
+            log.exception("session=%s event=follow_failed", t.session)
+        for v in list(t.viewers):
+            v.finish()
+        if self._mirrors.get(t.session) is m:
+            del self._mirrors[t.session]
+
+    async def _poll(self, session: str, cursor: int) -> dict | None:
+        """The directory's news after ``cursor``; retried for 30 s while it is unreachable
+        (restarting), then None."""
+        for _ in range(30):
             try:
-                r = await self.actor.since.remote(t.session, m.cursor, 10.0)
-                failures = 0
-            except Exception:  # noqa: BLE001 - the directory restarts or is gone; retry a while
-                failures += 1
-                if failures > 30:
-                    r = None
-                else:
-                    await asyncio.sleep(1.0)
-                    continue
-            if r is None:  # the channel expired (or the directory lost it): viewers finish
-                for v in list(t.viewers):
-                    v.finish()
-                self._mirrors.pop(t.session, None)
-                return
-            for text in r["events"]:
-                self.deliver(t, wire.decode(text))
-            if r["partial"]:
-                self.deliver(t, wire.decode(r["partial"]))
-            t.live = r["live"]
-            t.closed = wire.decode(r["closed"]) if r["closed"] else None
-            if not r["has_partial"]:
-                t.partial = None
-            m.cursor = r["seq"]
+                return await self.actor.since.remote(session, cursor, 10.0)
+            except Exception:  # noqa: BLE001 - any failure of the call: retry a while
+                await asyncio.sleep(1.0)
+        return None
+
+    def _catch_up(self, m: _Mirror, r: dict) -> None:
+        t = m.transcript
+        for text in r["events"]:
+            self.deliver(t, wire.decode(text))
+        if r["partial"]:
+            self.deliver(t, wire.decode(r["partial"]))
+        t.live = r["live"]
+        t.closed = wire.decode(r["closed"]) if r["closed"] else None
+        if not r["has_partial"]:
+            t.partial = None
+        m.cursor = r["seq"]
 
     def unwatch(self, session: str, v: Outbox) -> None:
         m = self._mirrors.get(session)
