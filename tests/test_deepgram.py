@@ -11,7 +11,7 @@ import time
 import httpx
 import numpy as np
 import pytest
-from conftest import LiveServer, load16k, references, s16
+from conftest import SPEECH, LiveServer, load16k, references, s16
 from deepgram import DeepgramClient
 from deepgram.core.api_error import ApiError
 from deepgram.environment import DeepgramClientEnvironment
@@ -176,6 +176,23 @@ def test_bad_parameters_and_files_get_deepgram_errors(live_server):
     assert rest[-1].type == "Metadata" and rest[-1].request_id == sid
     assert wer(references()["LJ001-0002.wav"], " ".join(
         m.channel.alternatives[0].transcript for m in rest if m.type == "Results")) <= 0.25
+
+
+@pytest.mark.timeout(60)
+def test_a_wav_file_streamed_as_it_is(live_server):
+    """Without ``encoding`` a stream may lead with a WAV header (LJ Speech is 22.05 kHz)."""
+    data = (SPEECH / "LJ001-0002.wav").read_bytes()
+    with client(live_server).listen.v1.connect(model="nova-3") as conn:
+        for i in range(0, len(data), 8192):
+            conn.send_media(data[i : i + 8192])
+        conn.send_close_stream()
+        msgs = list(conn)
+    assert msgs[-1].type == "Metadata" and abs(msgs[-1].duration - 1.9) < 0.1
+    text = " ".join(m.channel.alternatives[0].transcript for m in msgs if m.type == "Results")
+    assert wer(references()["LJ001-0002.wav"], text) <= 0.25, text
+    with client(live_server).listen.v1.connect(model="nova-3") as conn:
+        conn.send_media(b"OggS" + bytes(400))
+        assert conn.recv().variant == "bad_audio"
 
 
 @pytest.mark.timeout(60)

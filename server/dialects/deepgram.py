@@ -17,6 +17,7 @@ import datetime
 import hashlib
 import json
 import logging
+import struct
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ from starlette.websockets import WebSocket
 
 from .. import wire
 from ..errors import ClientError
+from ..audio import Resampler
 from ..listen import ListenConnection
 from ..vad import SpeechStart, VadSegmenter, webrtc_classifier
 from ..wer import normalize
@@ -40,6 +42,7 @@ __all__ = ["DeepgramConnection", "listen_file", "listen_live"]
 log = logging.getLogger("whisperwire.server")
 
 MAX_FILE_BYTES = 512 << 20
+_CONTAINERS = (b"OggS", b"fLaC", b"\x1aE\xdf\xa3", b"caff")  # Ogg, FLAC, WebM/Matroska, CAF
 IDLE_TIMEOUT_S = 10.0  # Deepgram closes a stream that sends nothing for 10 s (NET-0001)
 _STATUS = {"unauthorized": 401, "server_full": 429, "not_ready": 503, "shutting_down": 503,
            "file_too_large": 413, "decode_failed": 500}
@@ -129,11 +132,38 @@ class DeepgramConnection(ListenConnection):
 
     def take_audio(self, data: bytes) -> Any:
         self._sha.update(data)
+        if self.opts.container_ok and not self.session.samples_in and data:
+            data = self._unwrap(data)
         if self.opts.encoding in ("mulaw", "alaw"):
             return g711_to_float(data, self.opts.encoding)
         if len(data) % 2:
             raise ClientError("bad_audio", "linear16 frames must be a whole number of samples")
         return super().take_audio(data)
+
+    def _unwrap(self, data: bytes) -> bytes:
+        """Without ``encoding`` the stream may start with a WAV header (Deepgram reads the
+        container): its rate is taken and the header skipped. Other containers cannot be
+        streamed here, and are refused rather than heard as noise."""
+        self.opts = dataclasses.replace(self.opts, container_ok=False)
+        if data[:4] == b"RIFF" and data[8:12] == b"WAVE":
+            fmt = data.find(b"fmt ")
+            pcm = data.find(b"data")
+            if fmt < 0 or pcm < 0 or len(data) < fmt + 24:
+                raise ClientError("bad_audio", "the WAV header must arrive in one frame")
+            tag, channels, rate = struct.unpack("<HHI", data[fmt + 8 : fmt + 16])
+            bits = struct.unpack("<H", data[fmt + 22 : fmt + 24])[0]
+            if (tag, channels, bits) != (1, 1, 16):
+                raise ClientError("bad_audio", "a streamed WAV must be 16-bit PCM mono")
+            if rate != self.params.sample_rate:
+                if not wire.MIN_SAMPLE_RATE <= rate <= wire.MAX_SAMPLE_RATE:
+                    raise ClientError("bad_sample_rate", f"unsupported WAV rate {rate}")
+                self.params = dataclasses.replace(self.params, sample_rate=rate)
+                self.resampler = Resampler(rate)
+            return data[pcm + 8 :]
+        if data[:4] in _CONTAINERS or data[:3] == b"ID3" or data[:2] == b"\xff\xfb":
+            raise ClientError("bad_audio", "compressed or containerized audio cannot be "
+                              "streamed live here: send encoding=linear16 (raw PCM)")
+        return data
 
     def take_text(self, text: str) -> bool:
         try:
@@ -343,8 +373,6 @@ async def listen_file(server: WhisperWire, request: Request) -> Response:
 def _raw_audio(data: bytes, opts: DeepgramOptions) -> Any:
     """Headerless audio in a file request (``encoding`` and ``sample_rate`` given)."""
     import numpy as np
-
-    from ..audio import Resampler
 
     if opts.encoding in ("mulaw", "alaw"):
         x = g711_to_float(data, opts.encoding)

@@ -39,6 +39,7 @@ _REFUSED = {"redact", "search", "replace", "callback", "callback_method", "diari
 class DeepgramOptions:
     params: wire.ListenParams
     encoding: str = "linear16"
+    container_ok: bool = False  # no encoding given: a WAV header may lead the stream
     model: str = "whisper"
     interim_results: bool = False
     speech_final: bool = True  # endpointing=false: speech_final is never set
@@ -132,6 +133,7 @@ def parse_options(query: Mapping[str, str], multi: Mapping[str, list[str]], *,
     if (_int(query, "channels", 1, 64) or 1) != 1:
         raise ClientError("unsupported_parameter", "only channels=1 is supported")
     enc = query.get("encoding")
+    container_ok = enc is None
     if live and enc is None:
         enc = "linear16"
     if enc is not None and enc not in ENCODINGS:
@@ -149,7 +151,7 @@ def parse_options(query: Mapping[str, str], multi: Mapping[str, list[str]], *,
     params = wire.ListenParams(sample_rate=rate, language=_language(query),
                                prompt=_prompt(multi))
     return DeepgramOptions(
-        params=params, encoding=enc or "linear16", model=query.get("model") or "whisper",
+        params=params, encoding=enc or "linear16", container_ok=container_ok, model=query.get("model") or "whisper",
         interim_results=_bool(query, "interim_results"),
         speech_final=(ep or "").lower() != "false", hangover_ms=hangover,
         utterance_end_ms=ue, vad_events=_bool(query, "vad_events"),
