@@ -17,7 +17,9 @@ one named, detached Ray actor, the :class:`Directory`, and every replica's hub t
   their viewers hear the end and their transcripts keep every final that was published.
 
 The directory's calls are tiny; the blocking ones (claim, first look at a channel, downloads) are
-made from the app's synchronous admission code and wait at most ``timeout_s``.
+made from the app's synchronous admission code and wait at most ``timeout_s`` (3 s: an
+unreachable directory stalls the replica's event loop that long per admission, then refuses with
+``not_ready``).
 """
 
 from __future__ import annotations
@@ -242,7 +244,7 @@ class ClusterHub(Hub):
     they speak; everything viewers and downloads read comes from the :class:`Directory`."""
 
     def __init__(self, actor: Any, owner: str, retention_s: float = 3600.0,
-                 max_viewers: int = 100, timeout_s: float = 10.0, pid: int = 0) -> None:
+                 max_viewers: int = 100, timeout_s: float = 3.0, pid: int = 0) -> None:
         super().__init__(retention_s, max_viewers)
         self.actor, self.owner, self.timeout_s, self.pid = actor, owner, timeout_s, pid
         self._claims: dict[str, int] = {}

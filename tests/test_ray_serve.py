@@ -53,6 +53,7 @@ def cluster():
     port, metrics_port = _free_port(), _free_port()
     t0 = time.monotonic()
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False,
+             object_store_memory=200 << 20,  # messages are small; CI's /dev/shm may be too
              _metrics_export_port=metrics_port)
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
