@@ -140,3 +140,19 @@ def test_english_only_model_refuses_chinese_and_translation(server):
         translate = run(ask(tiny.url, "task=translate"))
     assert got["type"] == "error" and got["code"] == "bad_language"
     assert translate["type"] == "error" and translate["code"] == "bad_task"
+
+
+@pytest.mark.timeout(120)
+def test_the_page_offers_the_models_languages_and_translation(server):
+    from browser_support import launch, wait_for
+
+    with launch() as b:
+        page = b.new_page()
+        page.goto(server.http + "/")
+        wait_for(lambda: page.eval_on_selector_all("#language option", "os => os.length") > 90,
+                 30, "base's 99 languages in the menu")
+        options = dict(page.eval_on_selector_all(
+            "#language option", "os => os.map(o => [o.value, o.textContent])"))
+        assert options["auto"] == "detect" and options["zh"] == "中文" and "de" in options
+        assert page.is_visible("#task")
+        page.close()
