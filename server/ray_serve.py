@@ -124,6 +124,11 @@ class WhisperWire:
                 audio.inc(heard - sent)
                 sent = heard
 
+    async def record_autoscaling_stats(self) -> dict[str, float]:
+        """Live speakers here, for :func:`.ray_autoscale.streams_policy` (viewers are open
+        sockets too, but cost next to nothing)."""
+        return {"streams": float(self.hub.live_count)}
+
     def check_health(self) -> None:
         """Serve restarts a replica whose engine stopped working."""
         problem = self.starlette.state.server.unready()

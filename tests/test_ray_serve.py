@@ -232,6 +232,24 @@ def test_the_directory_applies_a_speakers_calls_in_their_order():
     assert since["events"] == [final, closed]
 
 
+def test_the_autoscaling_policy_counts_speakers_not_sockets():
+    """Replicas for the speakers the replicas report, ``target_ongoing_requests`` of them
+    each; Serve applies bounds and delays (the policy alone, as Serve's controller calls it)."""
+    from types import SimpleNamespace
+
+    from whisperwire.server.ray_autoscale import streams_policy
+
+    def ctx(streams: dict, current: int = 2, target: float = 2.0):  # type: ignore[no-untyped-def]
+        return SimpleNamespace(current_num_replicas=current, target_num_replicas=current,
+                               aggregated_metrics={"streams": streams} if streams else {},
+                               config=SimpleNamespace(get_target_ongoing_requests=lambda: target))
+
+    assert streams_policy(ctx({"r1": 3.0, "r2": 2.0}))[0] == 2.5
+    assert streams_policy(ctx({"r1": 0.0, "r2": 0.0}))[0] == 0.0
+    assert streams_policy(ctx({}, current=3))[0] == 3, "nothing reported yet: stay"
+    assert streams_policy(ctx({}, current=0))[0] == 0
+
+
 @pytest.mark.timeout(90)
 def test_health_and_metrics_per_replica(cluster):
     http = cluster["http"]
