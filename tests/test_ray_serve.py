@@ -326,8 +326,8 @@ def test_scale_down_finalises_the_drained_replicas_speakers(cluster):
     from ray import serve
 
     url = cluster["url"]
-    deadline = time.monotonic() + 150  # the killed replica's replacement loads first
-    while _running_replicas() < 2:
+    deadline = time.monotonic() + 150  # the killed replica's replacement loads first, and
+    while len(_replicas_answering(cluster["http"])) < 2:  # the proxy learns of it
         assert time.monotonic() < deadline, "Serve did not bring back the second replica"
         time.sleep(0.5)
     pcm = s16(_audio([f"LJ001-00{i:02d}.wav" for i in range(16, 20)]))
@@ -365,10 +365,12 @@ def _deployment(replicas: int):  # type: ignore[no-untyped-def]
                                                   "runtime_env": {"env_vars": env}}).bind()
 
 
-def _running_replicas() -> int:
-    from ray import serve
-
-    app = serve.status().applications.get("whisperwire")
-    if app is None:
-        return 0
-    return app.deployments["WhisperWire"].replica_states.get("RUNNING", 0)
+def _replicas_answering(http: str, tries: int = 12) -> set[str]:
+    """The replicas the proxy sent ``tries`` scrapes of /metrics to."""
+    seen = set()
+    for _ in range(tries):
+        with contextlib.suppress(httpx.HTTPError, StopIteration, IndexError):
+            text = httpx.get(f"{http}/metrics", timeout=10).text
+            line = next(ln for ln in text.splitlines() if ln.startswith("whisperwire_sessions{"))
+            seen.add(line.split('replica="')[1].split('"')[0])
+    return seen
