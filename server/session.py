@@ -81,6 +81,9 @@ class StreamOptions:
     # two-model mode: each step's window is read first by the draft model (the partial, early)
     # and then by the main model (agreement and finals, and the partial again)
     draft_partials: bool = False
+    # ... and the main model reads a step's window only once this much audio is new since its
+    # last reading (0: every step); the draft still reads every step
+    main_step_ms: int = 0
     no_speech_threshold: float = 0.6
     logprob_threshold: float = -1.0
     compression_ratio_threshold: float = 2.4
@@ -164,6 +167,7 @@ class _Run:
         self.force_at: int | None = None  # ``finalize``: commit everything heard up to here
         self.retries = 0  # careful decodes of this window the guards rejected
         self.main_for: int | None = None  # the draft read a window ending here: main's turn
+        self.main_to = start  # where the main model's last reading ended
 
     @property
     def available(self) -> int:
@@ -336,6 +340,8 @@ class StreamSession:
             draft=draft,
         )
         u.decoded_to = end
+        if not draft:
+            u.main_to = end
         self._in_flight = (req, u, kind)
         return req
 
@@ -449,7 +455,9 @@ class StreamSession:
     def _draft_partial(self, u: _Run, req: DecodeRequest, r: DecodeResult, win_end: float
                        ) -> None:
         words, _ = self._accepted_words(req, r, win_end, u.buffer.committed_end)
-        u.main_for = int(round(win_end * MODEL_RATE))
+        end = int(round(win_end * MODEL_RATE))
+        if end - u.main_to >= self.opt.samples(self.opt.main_step_ms):
+            u.main_for = end
         text = join_words(words)
         if words and text != self._partial:
             self._partial = text

@@ -212,3 +212,27 @@ def test_auto_holds_a_short_first_utterance_for_the_speech_after_it():
         "Language")].language == "zh"
     assert not any(r.final and r.language == "auto" and r.duration < 1.5 for r in dec.requests)
     assert text_of(events) == SIMPLIFIED
+
+
+def test_main_step_lets_the_main_model_read_every_other_step():
+    audio, truth = speech()
+    out = {}
+    for ms in (0, 1000):
+        dec = DraftingDecoder(truth)
+        s = StreamSession(StreamOptions(draft_partials=True, main_step_ms=ms),
+                          VadSegmenter(VadOptions(), lambda f: True), language="zh")
+        events = []
+        for i in range(0, len(audio), 1600):
+            s.feed_audio(audio[i : i + 1600])
+            while (req := s.next_decode()) is not None:
+                s.decoded(req.id, dec(req))
+            events += s.events()
+        s.finish()
+        while (req := s.next_decode()) is not None:
+            s.decoded(req.id, dec(req))
+        events += s.events()
+        assert text_of(events) == SIMPLIFIED
+        steps = [r for r in dec.requests if not r.careful]
+        out[ms] = (sum(r.draft for r in steps), sum(not r.draft for r in steps))
+    assert out[0][0] == out[0][1]  # every window read by both
+    assert out[1000][1] <= out[1000][0] * 0.6  # the main model reads about every other one
