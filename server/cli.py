@@ -95,7 +95,8 @@ def _serve(args: argparse.Namespace) -> int:
         ),
         stream=StreamOptions(step_ms=args.step_ms, overlap_ms=args.overlap_ms,
                              holdback_ms=args.holdback_ms,
-                             draft_partials=bool(args.draft_model)),
+                             draft_partials=bool(args.draft_model),
+                             main_step_ms=args.main_step_ms),
         vad=VadOptions(aggressiveness=args.vad_aggressiveness),
     )
     tls = {"ssl_certfile": args.tls_cert, "ssl_keyfile": args.tls_key} if args.tls_cert else {}
@@ -158,6 +159,9 @@ def _serve_parser(sub) -> None:  # type: ignore[no-untyped-def]
     s.add_argument("--draft-model", default=None,
                    help="a cheaper model for partials (e.g. tiny.en, or embedded); finals stay "
                         "the --model's")
+    s.add_argument("--main-step-ms", type=int, default=0,
+                   help="with --draft-model: the main model reads a window once this much audio "
+                        "is new (0: every step; 1000 costs less and waits longer for finals)")
     s.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     s.add_argument("--devices", default=None,
                    help="several decode worker processes: cuda:0,cuda:1 | all | cpu,cpu")
