@@ -107,6 +107,7 @@ class ListenConnection:
             language=params.language,
             task=params.task,
             prompt=params.prompt,
+            zh_script=params.zh_script,
             name=transcript.session,
         )
         self.session.segment = len(transcript.finals)  # a channel's numbering goes on
