@@ -98,16 +98,16 @@ class HypothesisBuffer:
         committed words of the window are forced as its prefix, so they never come back)."""
         self._new = [w for w in split_units(words) if unit_key(w.word)]
 
-    def commit_agreed(self, until: float = float("inf"), min_probability: float = 0.0
-                      ) -> list[Word]:
+    def commit_agreed(self, until: float = float("inf"), min_probability: float = 0.0,
+                      unsure_until: float = float("inf")) -> list[Word]:
         """Commit the longest prefix on which the last two hypotheses agree, up to the units
-        that end by stream time ``until``, and up to the first unit the newer hypothesis gives
-        less than ``min_probability``."""
+        that end by stream time ``until``; a unit the newer hypothesis gives less than
+        ``min_probability`` must also end by ``unsure_until``."""
         n = 0
         for a, b in zip(self._previous, self._new):
             if unit_key(a.word) != unit_key(b.word) or b.end > until:
                 break
-            if b.probability < min_probability:
+            if b.probability < min_probability and b.end > unsure_until:
                 break
             n += 1
         commit = self._take(n)

@@ -64,6 +64,9 @@ class StreamOptions:
     # agreement never commits a word the newest greedy decode gives less than this: two greedy
     # passes agree on hard speech's unsure words too, and they wait for the careful decode
     commit_probability: float = 0.0
+    # ... for this long after their end at most: then two agreeing greedy decodes are enough
+    # (in continuous speech the next careful decode may be a full window away)
+    unsure_wait_ms: int = 1500
     # a ``finalize`` waits until the utterance holds this much audio past the committed point:
     # Whisper invents words ("Thank you.") for slivers of audio decoded on their own
     min_final_ms: int = 1000
@@ -445,7 +448,8 @@ class StreamSession:
         else:
             if req.duration * 1000 >= self.opt.commit_after_ms and not unsure:
                 until = win_end - self.opt.holdback_ms / 1000
-                agreed = u.buffer.commit_agreed(until, self.opt.commit_probability)
+                agreed = u.buffer.commit_agreed(until, self.opt.commit_probability,
+                                                win_end - self.opt.unsure_wait_ms / 1000)
                 self._emit_final(agreed, eou=False)
             else:
                 u.buffer.commit_until(-1.0)  # too little audio to trust: remember, commit nothing
