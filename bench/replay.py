@@ -31,6 +31,7 @@ class Replay:
     finals: list[wire.Final] = field(default_factory=list)
     decodes: int = 0
     decoded_audio_s: float = 0.0
+    latencies: list[float] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -79,7 +80,10 @@ def replay(engine: Engine, audio: np.ndarray, mode: str = "realtime",
             out.decodes += 1
             out.decoded_audio_s += req.duration
             s.decoded(req.id, res)
-            out.finals += [e for e in s.events() if isinstance(e, wire.Final)]
+            new = [e for e in s.events() if isinstance(e, wire.Final)]
+            out.finals += new
+            # realtime: how long after its audio arrived each final word came (virtual clock)
+            out.latencies += [clock - w.end / speed for f in new for w in f.words]
             feed_until(clock)
 
     while fed < len(audio):
