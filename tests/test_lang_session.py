@@ -67,6 +67,10 @@ class ChineseDecoder:
 
 def run(language, zh_script=None, pause_s=0.0):
     audio, truth = speech(pause_s)
+    return drive(audio, truth, language, zh_script)
+
+
+def drive(audio, truth, language, zh_script=None):
     dec = ChineseDecoder(truth)
     s = StreamSession(StreamOptions(), VadSegmenter(VadOptions(), lambda f: True),
                       language=language, zh_script=zh_script)
@@ -195,18 +199,7 @@ def test_auto_holds_a_short_first_utterance_for_the_speech_after_it():
     cut = int((truth[0][2] + 0.1) * SR)  # after the first word
     audio = np.concatenate([audio[:cut], np.zeros(int(0.9 * SR), np.float32), audio[cut:]])
     truth = [truth[0]] + [(w, s + 0.9, e + 0.9) for w, s, e in truth[1:]]
-    dec = ChineseDecoder(truth)
-    s = StreamSession(StreamOptions(), VadSegmenter(VadOptions(), lambda f: True), language="auto")
-    events = []
-    for i in range(0, len(audio), 1600):
-        s.feed_audio(audio[i : i + 1600])
-        while (req := s.next_decode()) is not None:
-            s.decoded(req.id, dec(req))
-        events += s.events()
-    s.finish()
-    while (req := s.next_decode()) is not None:
-        s.decoded(req.id, dec(req))
-    events += s.events()
+    events, dec = drive(audio, truth, "auto")
     kinds = [type(e).__name__ for e in events if not isinstance(e, Partial)]
     assert kinds[0] == "Language" and events[[type(e).__name__ for e in events].index(
         "Language")].language == "zh"
