@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 
 import numpy as np
 from whisperwire.server import wire
-from whisperwire.server.text import join_texts
+from whisperwire.server.text import finals_text
 
 from .audio_file import read_audio
 from .connect import ClientFault, check_output, parse_event, run_client, ws_url
@@ -42,7 +42,7 @@ class StreamResult:
 
     @property
     def text(self) -> str:
-        return join_texts(f.text for f in self.finals)
+        return finals_text(self.finals)
 
     def of_type(self, cls: type) -> list:
         return [m for _, _, m in self.messages if isinstance(m, cls)]

@@ -24,7 +24,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from .errors import ClientError
-from .text import join_texts
+from .text import finals_text
 from .wire import Closed, Final, Message, Partial, Status
 
 __all__ = ["Hub", "Outbox", "Transcript", "on_channel_clock"]
@@ -98,7 +98,7 @@ class Transcript:
 
     @property
     def text(self) -> str:
-        return join_texts(f.text for f in self.finals)  # Chinese without spaces
+        return finals_text(self.finals)
 
 
 def on_channel_clock(msg: Message, offset: float) -> Message:

@@ -80,6 +80,15 @@ def join_units(units: Iterable[str]) -> str:
     return out
 
 
+def finals_text(finals: Iterable) -> str:
+    """Finals as one text, joined word by word where they carry words: a word Whisper split
+    across two finals ("Wi" | "Fi", the second without a leading space) comes out whole."""
+    finals = list(finals)
+    if all(f.words for f in finals):
+        return join_units(w.word for f in finals for w in f.words)
+    return join_texts(f.text for f in finals)
+
+
 def tidy(text: str) -> str:
     """``text`` without spaces next to unspaced-script characters (``你 好`` → ``你好``,
     ``一个 wifi 门铃`` → ``一个wifi门铃``); Latin words keep theirs."""
