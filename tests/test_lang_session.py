@@ -70,9 +70,9 @@ def run(language, zh_script=None, pause_s=0.0):
     return drive(audio, truth, language, zh_script)
 
 
-def drive(audio, truth, language, zh_script=None):
-    dec = ChineseDecoder(truth)
-    s = StreamSession(StreamOptions(), VadSegmenter(VadOptions(), lambda f: True),
+def drive(audio, truth, language, zh_script=None, dec=None, options=None):
+    dec = dec or ChineseDecoder(truth)
+    s = StreamSession(options or StreamOptions(), VadSegmenter(VadOptions(), lambda f: True),
                       language=language, zh_script=zh_script)
     events = []
     for i in range(0, len(audio), 1600):
@@ -156,19 +156,8 @@ class DraftingDecoder(ChineseDecoder):
 
 def run_two(language="zh", draft_speaks=("zh",)):
     audio, truth = speech()
-    dec = DraftingDecoder(truth, draft_speaks)
-    s = StreamSession(StreamOptions(draft_partials=True), VadSegmenter(VadOptions(), lambda f: True),
-                      language=language)
-    events = []
-    for i in range(0, len(audio), 1600):
-        s.feed_audio(audio[i : i + 1600])
-        while (req := s.next_decode()) is not None:
-            s.decoded(req.id, dec(req))
-        events += s.events()
-    s.finish()
-    while (req := s.next_decode()) is not None:
-        s.decoded(req.id, dec(req))
-    return events + s.events(), dec
+    return drive(audio, truth, language, dec=DraftingDecoder(truth, draft_speaks),
+                 options=StreamOptions(draft_partials=True))
 
 
 def test_two_models_partials_from_the_draft_finals_from_the_main_on_the_same_window():
@@ -211,19 +200,8 @@ def test_main_step_lets_the_main_model_read_every_other_step():
     audio, truth = speech()
     out = {}
     for ms in (0, 1000):
-        dec = DraftingDecoder(truth)
-        s = StreamSession(StreamOptions(draft_partials=True, main_step_ms=ms),
-                          VadSegmenter(VadOptions(), lambda f: True), language="zh")
-        events = []
-        for i in range(0, len(audio), 1600):
-            s.feed_audio(audio[i : i + 1600])
-            while (req := s.next_decode()) is not None:
-                s.decoded(req.id, dec(req))
-            events += s.events()
-        s.finish()
-        while (req := s.next_decode()) is not None:
-            s.decoded(req.id, dec(req))
-        events += s.events()
+        events, dec = drive(audio, truth, "zh", dec=DraftingDecoder(truth),
+                            options=StreamOptions(draft_partials=True, main_step_ms=ms))
         assert text_of(events) == SIMPLIFIED
         steps = [r for r in dec.requests if not r.careful]
         out[ms] = (sum(r.draft for r in steps), sum(not r.draft for r in steps))
