@@ -544,24 +544,27 @@ class StreamSession:
             n -= 1
         if len(out) - n >= 2:
             out = out[:n]
+        # Words placed in audio that is already final were heard again (Whisper re-reading the
+        # end of its prefix): committed text never comes twice. They go before the guards
+        # look for loops: "just incredibly" + "incredibly, incredibly valuable" is a speaker
+        # saying a word twice, not a word said three times.
+        first = 0
+        while first < len(out) and (out[first].start + out[first].end) / 2 < committed_end:
+            first += 1
+        out = out[first:]
+        new = len(out)
         keys = [unit_key(w.word) for w in out]
         prefix = [unit_key(x) for x in text_units(req.prefix)]
         skip = repeated_head(prefix, keys)
         out, keys = out[skip:], keys[skip:]
         out, keys = _drop_unsure_echoes(prefix, out, keys)
         cut = loop_start(prefix, keys)
-        trimmed = cut < len(keys) or len(out) < len(r.words)
+        trimmed = cut < len(keys) or len(out) < new or first + new < len(r.words)
         if not trimmed and r.compression_ratio > o.compression_ratio_threshold:
             return [], True  # repetitive, and no loop found to cut away: nothing to trust
         if cut == 0 and keys:
             return [], True  # it loops from its first word on
-        out = out[:cut]  # a loop keeps what came before it
-        # Words placed in audio that is already final were heard again (Whisper re-reading the
-        # end of its prefix): committed text never comes twice.
-        first = 0
-        while first < len(out) and (out[first].start + out[first].end) / 2 < committed_end:
-            first += 1
-        return out[first:], False
+        return out[:cut], False  # a loop keeps what came before it
 
     # -- events --------------------------------------------------------------------------
     def events(self) -> list[Message]:

@@ -454,3 +454,39 @@ def test_a_likely_looking_hallucination_on_noise_is_dropped():
     assert s._accepted_words(req, r, 2.0, 0.0) == ([], False)
     sure = DecodeResult((Word(" yes", 0.5, 0.9, 0.9),), "yes", 0.85, -0.4, 1.0)
     assert [w.word for w in s._accepted_words(req, sure, 2.0, 0.0)[0]] == [" yes"]
+
+
+class RereadingDecoder(ScriptedDecoder):
+    """Says the forced prefix's last word once more, sure of it and in its own audio (tiny.en
+    on en-01: prefix "... just incredibly", result "incredibly, incredibly valuable ...")."""
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        good = super().__call__(req)
+        if not req.prefix:
+            return good
+        last = req.prefix.split()[-1]
+        _, s, e = next(t for t in self.truth if t[0] == last and t[2] <= req.offset + req.duration)
+        again = Word(" " + last, s - req.offset, e - req.offset, 0.95)
+        return DecodeResult((again, *good.words), "", 0.01, -0.2, 1.2)
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_a_reread_prefix_word_before_a_repeated_word_is_no_loop(flat):
+    """The speaker says a word twice ("incredibly, incredibly"), and Whisper re-reads the first
+    one from its prefix: three in a row, but the first is already final. Cutting it all as a
+    loop dropped 16 s of en-01 flat out (nothing committed, so the full window moved on)."""
+    audio, truth = make_stream(60)  # 30 s of one utterance: full windows
+    truth = [(truth[20][0] if i == 21 else t, s, e) for i, (t, s, e) in enumerate(truth)]
+    s = StreamSession(StreamOptions(), energy_vad())
+    dec = RereadingDecoder(truth)
+    if flat:
+        s.feed_audio(audio)
+        s.finish()
+        events = []
+        while (req := s.next_decode()) is not None:
+            s.decoded(req.id, dec(req))
+            events += s.events()
+    else:
+        events = drive(s, dec, audio)
+    words = [w.word.strip() for f in finals(events) for w in f.words]
+    assert words == [t for t, _, _ in truth]
