@@ -28,8 +28,7 @@ class DecodeRequest:
     language: str | None = None  # None: the model's own; "auto": detect
     task: str = "transcribe"
     final: bool = False  # the window reaches the end of an utterance
-    # decode as well as the engine can (beam search, Whisper's full 30 s encoder input,
-    # temperature fallback): for windows whose words become final without a second opinion
+    # decode as well as the engine can (beam search, temperature fallback): for windows whose words become final without a second opinion
     careful: bool = False
     session: str = ""  # who asks (a worker pool keeps a session on one device)
     # two-model mode: a window read for a partial only, by the cheap draft model where it
