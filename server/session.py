@@ -150,6 +150,14 @@ def _drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str]
     return kept_w, kept_k
 
 
+class _Verdict(enum.Enum):
+    """What Whisper's known-invention guards made of one decode."""
+
+    WHOLE = "whole"  # nothing cut
+    TRIMMED = "trimmed"  # a loop, echo or re-read phrase cut away; the words before it kept
+    REJECTED = "rejected"  # nothing to trust: ask again differently
+
+
 class _Run:
     """Speech from the window start on, with stream sample positions: one utterance, or
     several whose pauses were short (``join_gap_ms``), held as one stretch with the pauses as
@@ -420,8 +428,13 @@ class StreamSession:
         if result.draft:  # a partial only; the main model reads the same window next
             self._draft_partial(u, req, result, win_end)
             return
-        words, rejected = self._accepted_words(req, result, win_end, u.buffer.committed_end)
-        if rejected and req.careful and u.retries < 2:
+        words, verdict = self._accepted_words(req, result, win_end, u.buffer.committed_end)
+        # a full window that would move past its audio with nothing committed, because the
+        # guards cut what Whisper heard there, asks again too: audio is never skipped for a loop
+        keep_from = win_end - self.opt.stall_keep_ms / 1000
+        stalls = kind == _Kind.FULL and verdict == _Verdict.TRIMMED and not any(
+            w.end <= keep_from for w in words)
+        if (verdict == _Verdict.REJECTED or stalls) and req.careful and u.retries < 2:
             u.retries += 1  # retried differently (see next_decode), never skipped
             u.decoded_to = u.window_start
             return
@@ -441,7 +454,6 @@ class StreamSession:
         elif kind == _Kind.FULL:
             # a full window commits what it holds up to its last ``stall_keep_ms``; it moves
             # past audio without committed words only when a careful decode found none there
-            keep_from = win_end - self.opt.stall_keep_ms / 1000
             committed = u.buffer.commit_until(keep_from)
             self._emit_final(committed, False)
             self._slide_window(u, 0 if committed else int(keep_from * MODEL_RATE))
@@ -522,9 +534,9 @@ class StreamSession:
             u.trim(self._context_start(u, self.opt.careful_context_ms))
 
     def _accepted_words(self, req: DecodeRequest, r: DecodeResult, win_end: float,
-                        committed_end: float) -> tuple[list[Word], bool]:
-        """The result's words in stream time, minus Whisper's known inventions; and whether
-        the guards rejected the decode as a whole (a loop they could not cut away)."""
+                        committed_end: float) -> tuple[list[Word], _Verdict]:
+        """The result's words in stream time, minus Whisper's known inventions; and what the
+        guards made of the decode (a loop they could not cut away rejects it as a whole)."""
         o = self.opt
         if r.no_speech_prob > o.no_speech_threshold and (
             r.avg_logprob < o.logprob_threshold
@@ -532,7 +544,7 @@ class StreamSession:
             # its words stay unlikely one by one
             or (r.words and max(w.probability for w in r.words) < 0.5)
         ):
-            return [], False  # Whisper itself says this is not speech
+            return [], _Verdict.WHOLE  # Whisper itself says this is not speech
         out = []
         for w in r.words:
             start = min(req.offset + w.start, win_end)
@@ -561,10 +573,11 @@ class StreamSession:
         cut = loop_start(prefix, keys)
         trimmed = cut < len(keys) or len(out) < new or first + new < len(r.words)
         if not trimmed and r.compression_ratio > o.compression_ratio_threshold:
-            return [], True  # repetitive, and no loop found to cut away: nothing to trust
+            return [], _Verdict.REJECTED  # repetitive, and no loop found to cut away
         if cut == 0 and keys:
-            return [], True  # it loops from its first word on
-        return out[:cut], False  # a loop keeps what came before it
+            return [], _Verdict.REJECTED  # it loops from its first word on
+        # a loop keeps what came before it
+        return out[:cut], _Verdict.TRIMMED if trimmed else _Verdict.WHOLE
 
     # -- events --------------------------------------------------------------------------
     def events(self) -> list[Message]:

@@ -451,12 +451,12 @@ def test_a_likely_looking_hallucination_on_noise_is_dropped():
     s = StreamSession(StreamOptions(), energy_vad())
     req = DecodeRequest(1, np.zeros(32000, np.float32), 0.0, careful=True, final=True)
     r = DecodeResult((Word(" you", 0.5, 0.9, 0.3),), "you", 0.85, -0.4, 1.0)
-    assert s._accepted_words(req, r, 2.0, 0.0) == ([], False)
+    assert s._accepted_words(req, r, 2.0, 0.0)[0] == []
     sure = DecodeResult((Word(" yes", 0.5, 0.9, 0.9),), "yes", 0.85, -0.4, 1.0)
     assert [w.word for w in s._accepted_words(req, sure, 2.0, 0.0)[0]] == [" yes"]
 
 
-class RereadingDecoder(ScriptedDecoder):
+class WordRereadingDecoder(ScriptedDecoder):
     """Says the forced prefix's last word once more, sure of it and in its own audio (tiny.en
     on en-01: prefix "... just incredibly", result "incredibly, incredibly valuable ...")."""
 
@@ -478,7 +478,7 @@ def test_a_reread_prefix_word_before_a_repeated_word_is_no_loop(flat):
     audio, truth = make_stream(60)  # 30 s of one utterance: full windows
     truth = [(truth[20][0] if i == 21 else t, s, e) for i, (t, s, e) in enumerate(truth)]
     s = StreamSession(StreamOptions(), energy_vad())
-    dec = RereadingDecoder(truth)
+    dec = WordRereadingDecoder(truth)
     if flat:
         s.feed_audio(audio)
         s.finish()
@@ -488,5 +488,40 @@ def test_a_reread_prefix_word_before_a_repeated_word_is_no_loop(flat):
             events += s.events()
     else:
         events = drive(s, dec, audio)
+    words = [w.word.strip() for f in finals(events) for w in f.words]
+    assert words == [t for t, _, _ in truth]
+
+
+class LateLoopDecoder(ScriptedDecoder):
+    """The first reading of each full window loops on one word in the window's last second
+    (the guards cut the loop, and no word is left before the window's kept tail)."""
+
+    def __init__(self, truth):
+        super().__init__(truth)
+        self.looped: set[float] = set()
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        good = super().__call__(req)
+        end = round(req.offset + req.duration, 2)
+        if not req.careful or req.final or end in self.looped or not good.words:
+            return good
+        self.looped.add(end)
+        w = good.words[0].word
+        loop = tuple(Word(w, req.duration - 1 + k * 0.2, req.duration - 0.9 + k * 0.2, 0.6)
+                     for k in range(4))
+        return DecodeResult(loop, "", 0.01, -0.4, 2.0)
+
+
+def test_a_full_window_whose_decode_loops_is_asked_again_not_skipped():
+    audio, truth = make_stream(60)  # 30 s of one utterance, flat out: full windows
+    s = StreamSession(StreamOptions(), energy_vad())
+    dec = LateLoopDecoder(truth)
+    s.feed_audio(audio)
+    s.finish()
+    events = []
+    while (req := s.next_decode()) is not None:
+        s.decoded(req.id, dec(req))
+        events += s.events()
+    assert dec.looped, "the scenario has full windows"
     words = [w.word.strip() for f in finals(events) for w in f.words]
     assert words == [t for t, _, _ in truth]
