@@ -135,14 +135,15 @@ ECHO_PROBABILITY = 0.5
 
 def _drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str]
                         ) -> tuple[list[Word], list[str]]:
-    """Words that only say the unit before them again, and that Whisper itself doubts: over
-    the silence after an utterance it echoes its last word ("Yummy." then "Yummy.", p=0.44),
-    where a speaker's own "no, no" comes out sure."""
+    """Words that only say the unit before them again, and that Whisper itself doubts or the
+    aligner cannot place: over the silence after an utterance it echoes its last word ("Yummy."
+    then "Yummy.", p=0.44, or p=0.89 squeezed into the window's last instant), where a
+    speaker's own "no, no" comes out sure and takes time to say."""
     kept_w: list[Word] = []
     kept_k: list[str] = []
     before = prefix[-1] if prefix else None
     for w, k in zip(words, keys):
-        if k and k == before and w.probability < ECHO_PROBABILITY:
+        if k and k == before and (w.probability < ECHO_PROBABILITY or w.end - w.start < 0.02):
             continue
         kept_w.append(w)
         kept_k.append(k)
@@ -556,19 +557,21 @@ class StreamSession:
             n -= 1
         if len(out) - n >= 2:
             out = out[:n]
+        keys = [unit_key(w.word) for w in out]
+        prefix = [unit_key(x) for x in text_units(req.prefix)]
+        # Whisper re-reading the phrase that ends its prefix, wherever the aligner put it (often
+        # squeezed into the window's last instant, past the final audio)
+        skip = repeated_head(prefix, keys)
+        out, keys = out[skip:], keys[skip:]
         # Words placed in audio that is already final were heard again (Whisper re-reading the
-        # end of its prefix): committed text never comes twice. They go before the guards
-        # look for loops: "just incredibly" + "incredibly, incredibly valuable" is a speaker
-        # saying a word twice, not a word said three times.
+        # end of its prefix): committed text never comes twice. They go before the loop guard
+        # looks: "just incredibly" + "incredibly, incredibly valuable" is a speaker saying a
+        # word twice, not a word said three times.
         first = 0
         while first < len(out) and (out[first].start + out[first].end) / 2 < committed_end:
             first += 1
-        out = out[first:]
+        out, keys = out[first:], keys[first:]
         new = len(out)
-        keys = [unit_key(w.word) for w in out]
-        prefix = [unit_key(x) for x in text_units(req.prefix)]
-        skip = repeated_head(prefix, keys)
-        out, keys = out[skip:], keys[skip:]
         out, keys = _drop_unsure_echoes(prefix, out, keys)
         cut = loop_start(prefix, keys)
         trimmed = cut < len(keys) or len(out) < new or first + new < len(r.words)

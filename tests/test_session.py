@@ -525,3 +525,28 @@ def test_a_full_window_whose_decode_loops_is_asked_again_not_skipped():
     assert dec.looped, "the scenario has full windows"
     words = [w.word.strip() for f in finals(events) for w in f.words]
     assert words == [t for t, _, _ in truth]
+
+
+def test_a_reread_sentence_squeezed_past_the_final_audio_is_dropped():
+    """en-06 in real time: prefix "... Leda wants to have some salad.", and the utterance-end
+    decode says the sentence again, squeezed into the window's last instant, its last word
+    just past the final audio ("salad. salad.")."""
+    s = StreamSession(StreamOptions(), energy_vad())
+    req = DecodeRequest(1, np.zeros(16000 * 10, np.float32), 7.74, prefix=" Leda wants to have some salad.",
+                        careful=True, final=True)
+    words = [" Leda", " wants", " to", " have", " some"]
+    r = DecodeResult(tuple(Word(w, 9.38, 9.38, 0.9) for w in words)
+                     + (Word(" salad.", 9.38, 9.48, 1.0),), "", 0.01, -0.05, 1.38)
+    assert s._accepted_words(req, r, 17.74, 17.13)[0] == []
+
+
+def test_a_sure_echo_the_aligner_cannot_place_is_dropped():
+    """"Yummy." final, then the utterance-end decode says "Yummy." again, sure (p=0.89) but
+    with no duration at the window's very end."""
+    s = StreamSession(StreamOptions(), energy_vad())
+    req = DecodeRequest(1, np.zeros(16000 * 10, np.float32), 35.86, prefix=" My map will show us. Yummy.",
+                        careful=True, final=True)
+    r = DecodeResult((Word(" Yummy.", 10.06, 10.06, 0.89),), "", 0.01, -0.04, 1.04)
+    assert s._accepted_words(req, r, 45.95, 45.02)[0] == []
+    said = DecodeResult((Word(" Yummy.", 9.5, 9.9, 0.89),), "", 0.01, -0.04, 1.04)
+    assert [w.word for w in s._accepted_words(req, said, 45.95, 45.02)[0]] == [" Yummy."]
