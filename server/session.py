@@ -550,6 +550,12 @@ class StreamSession:
         for w in r.words:
             start = min(req.offset + w.start, win_end)
             out.append(Word(w.word, start, min(max(req.offset + w.end, start), win_end), w.probability))
+        # Whisper translates into English only: a translation that lapses into the source's
+        # script (after a forced English prefix, base writes "...the effect of壮机的规模") is
+        # asked again differently; its English words stay if it keeps lapsing
+        lapsed = req.task == "translate" and any(is_unspaced(c) for w in out for c in w.word)
+        if lapsed:
+            out = [w for w in out if not any(is_unspaced(c) for c in w.word)]
         # Words the aligner could not place in the audio (two or more at the end squeezed to no
         # duration) were not said: Whisper continues its prompt over silence.
         n = len(out)
@@ -580,6 +586,8 @@ class StreamSession:
         if cut == 0 and keys:
             return [], _Verdict.REJECTED  # it loops from its first word on
         # a loop keeps what came before it
+        if lapsed:
+            return out[:cut], _Verdict.REJECTED
         return out[:cut], _Verdict.TRIMMED if trimmed else _Verdict.WHOLE
 
     # -- events --------------------------------------------------------------------------

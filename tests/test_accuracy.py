@@ -100,8 +100,10 @@ def test_joined_clips_lose_no_stretch(live_server, offline_model, speed):
     assert longest_missing(res.text, ref) <= max(3, longest_missing(heard_offline, ref) + 1)
     assert repeats(res.text, ref) == []
     assert got <= offline + 0.12  # children's and accented clips (measured: +4.5)
-    # the last clip arrives (its words are misheard offline too: "where is the answer now")
-    assert normalize(res.text)[-2:] == [w for s in segs for w in normalize(s.text)][-2:]
+    # the last clip arrives: its last words as offline hears them ("where is the answer now")
+    # or as they were said ("come with us now")
+    tail = normalize(res.text)[-2:]
+    assert tail in ([w for s in segs for w in normalize(s.text)][-2:], normalize(ref)[-2:])
 
 
 @pytest.mark.timeout(200)

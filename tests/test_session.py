@@ -550,3 +550,14 @@ def test_a_sure_echo_the_aligner_cannot_place_is_dropped():
     assert s._accepted_words(req, r, 45.95, 45.02)[0] == []
     said = DecodeResult((Word(" Yummy.", 9.5, 9.9, 0.89),), "", 0.01, -0.04, 1.04)
     assert [w.word for w in s._accepted_words(req, said, 45.95, 45.02)[0]] == [" Yummy."]
+
+
+def test_a_translation_lapsing_into_chinese_is_asked_again_keeping_its_english():
+    s = StreamSession(StreamOptions(), energy_vad(), language="zh", task="translate")
+    req = DecodeRequest(1, np.zeros(16000 * 4, np.float32), 0.0, language="zh", task="translate",
+                        careful=True, final=True)
+    r = DecodeResult((Word(" the", 0.1, 0.3, 0.9), Word(" effect", 0.3, 0.6, 0.9),
+                      Word(" of壮机的", 0.6, 1.2, 0.5), Word("规模", 1.2, 1.6, 0.5)), "", 0.01, -0.4, 1.2)
+    words, verdict = s._accepted_words(req, r, 4.0, 0.0)
+    assert [w.word for w in words] == [" the", " effect"]
+    assert verdict.name == "REJECTED"
