@@ -75,6 +75,17 @@ def drive(session, decoder, audio, chunk=1600, finalize=True, on_req=None):
     return events
 
 
+def drive_flat(session, decoder, audio):
+    """All audio before the first decode (a file pushed flat out), then decode until flushed."""
+    session.feed_audio(audio)
+    session.finish()
+    events = []
+    while (req := session.next_decode()) is not None:
+        session.decoded(req.id, decoder(req))
+        events += session.events()
+    return events
+
+
 def finals(events):
     return [e for e in events if isinstance(e, Final)]
 
@@ -479,15 +490,7 @@ def test_a_reread_prefix_word_before_a_repeated_word_is_no_loop(flat):
     truth = [(truth[20][0] if i == 21 else t, s, e) for i, (t, s, e) in enumerate(truth)]
     s = StreamSession(StreamOptions(), energy_vad())
     dec = WordRereadingDecoder(truth)
-    if flat:
-        s.feed_audio(audio)
-        s.finish()
-        events = []
-        while (req := s.next_decode()) is not None:
-            s.decoded(req.id, dec(req))
-            events += s.events()
-    else:
-        events = drive(s, dec, audio)
+    events = drive_flat(s, dec, audio) if flat else drive(s, dec, audio)
     words = [w.word.strip() for f in finals(events) for w in f.words]
     assert words == [t for t, _, _ in truth]
 
@@ -516,12 +519,7 @@ def test_a_full_window_whose_decode_loops_is_asked_again_not_skipped():
     audio, truth = make_stream(60)  # 30 s of one utterance, flat out: full windows
     s = StreamSession(StreamOptions(), energy_vad())
     dec = LateLoopDecoder(truth)
-    s.feed_audio(audio)
-    s.finish()
-    events = []
-    while (req := s.next_decode()) is not None:
-        s.decoded(req.id, dec(req))
-        events += s.events()
+    events = drive_flat(s, dec, audio)
     assert dec.looped, "the scenario has full windows"
     words = [w.word.strip() for f in finals(events) for w in f.words]
     assert words == [t for t, _, _ in truth]
