@@ -131,6 +131,10 @@ def repeated_head(prefix: list[str], keys: list[str]) -> int:
 
 
 ECHO_PROBABILITY = 0.5
+# A word placed in already-final audio is a re-read if the prefix's last units say it, or if
+# it ends this far inside the final audio whatever it says.
+REREAD_UNITS = 8
+REREAD_SLACK_S = 0.3
 
 
 def _drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str]
@@ -572,9 +576,13 @@ class StreamSession:
         # Words placed in audio that is already final were heard again (Whisper re-reading the
         # end of its prefix): committed text never comes twice. They go before the loop guard
         # looks: "just incredibly" + "incredibly, incredibly valuable" is a speaker saying a
-        # word twice, not a word said three times.
+        # word twice, not a word said three times. A word the aligner merely squeezed against
+        # the final audio's end ("blank. I" final, then "mean" placed 0.05 s before its end)
+        # is new unless the prefix just said it.
         first = 0
-        while first < len(out) and (out[first].start + out[first].end) / 2 < committed_end:
+        recent = set(prefix[-REREAD_UNITS:])
+        while first < len(out) and (out[first].start + out[first].end) / 2 < committed_end and (
+                keys[first] in recent or out[first].end < committed_end - REREAD_SLACK_S):
             first += 1
         out, keys = out[first:], keys[first:]
         new = len(out)

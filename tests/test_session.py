@@ -559,3 +559,23 @@ def test_a_translation_lapsing_into_chinese_is_asked_again_keeping_its_english()
     words, verdict = s._accepted_words(req, r, 4.0, 0.0)
     assert [w.word for w in words] == [" the", " effect"]
     assert verdict.name == "REJECTED"
+
+
+def test_a_new_word_the_aligner_puts_just_inside_final_audio_is_kept():
+    """en-02 in real time: "blank. I" is final, the "I" squeezed to no time at 15.73 s; the next
+    decode says "mean I didn't know" and places "mean" at 15.68 s. It is no re-read of the
+    prefix, so it stays (dropping it gave "I I didn't know")."""
+    s = StreamSession(StreamOptions(), energy_vad())
+    req = DecodeRequest(1, np.zeros(16000 * 9, np.float32), 8.16,
+                        prefix=" did I know? Yeah. And mine was blank. I")
+    r = DecodeResult((Word(" mean", 7.52, 7.52, 0.8), Word(" I", 7.52, 8.18, 0.75),
+                      Word(" didn't", 8.22, 8.56, 0.99)), "", 0.02, -0.05, 1.36)
+    words, _ = s._accepted_words(req, r, 16.74, 15.73)
+    assert [w.word for w in words] == [" mean", " I", " didn't"]
+    # the prefix's own words heard again there, or anything well inside final audio, are not
+    again = DecodeResult((Word(" blank.", 7.0, 7.5, 0.9), Word(" I", 7.52, 7.56, 0.9),
+                          Word(" mean", 7.6, 7.9, 0.8)), "", 0.02, -0.05, 1.36)
+    assert [w.word for w in s._accepted_words(req, again, 16.74, 15.73)[0]] == [" mean"]
+    early = DecodeResult((Word(" so", 6.9, 7.2, 0.9), Word(" mean", 7.6, 7.9, 0.8)),
+                         "", 0.02, -0.05, 1.36)
+    assert [w.word for w in s._accepted_words(req, early, 16.74, 15.73)[0]] == [" mean"]
