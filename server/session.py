@@ -67,6 +67,8 @@ class StreamOptions:
     # ... for this long after their end at most: then two agreeing greedy decodes are enough
     # (in continuous speech the next careful decode may be a full window away)
     unsure_wait_ms: int = 1500
+    # a careful decode that hears no word in this much new speech is asked again differently
+    mute_retry_ms: int = 2000
     # a ``finalize`` waits until the utterance holds this much audio past the committed point:
     # Whisper invents words ("Thank you.") for slivers of audio decoded on their own
     min_final_ms: int = 1000
@@ -153,6 +155,10 @@ def _drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str]
         kept_k.append(k)
         before = k
     return kept_w, kept_k
+
+
+def _spoken(w: Word) -> bool:
+    return any(c.isalnum() for c in w.word)
 
 
 class _Verdict(enum.Enum):
@@ -433,13 +439,19 @@ class StreamSession:
         if result.draft:  # a partial only; the main model reads the same window next
             self._draft_partial(u, req, result, win_end)
             return
-        words, verdict = self._accepted_words(req, result, win_end, u.buffer.committed_end)
+        words, verdict = self._accepted_words(req, result, win_end, u.buffer.committed_end,
+                                              u.buffer.committed)
         # a full window that would move past its audio with nothing committed, because the
         # guards cut what Whisper heard there, asks again too: audio is never skipped for a loop
         keep_from = win_end - self.opt.stall_keep_ms / 1000
         stalls = kind == _Kind.FULL and verdict == _Verdict.TRIMMED and not any(
             w.end <= keep_from for w in words)
-        if (verdict == _Verdict.REJECTED or stalls) and req.careful and u.retries < 2:
+        # so does a careful decode that heard no word in seconds of new speech: after a forced
+        # prefix Whisper may only close its sentence ("Cajun loves China" + ".") and stop
+        mute = req.careful and not self._says_no_speech(result) and not any(
+            _spoken(w) for w in words) and win_end - u.buffer.committed_end >= self.opt.samples(
+            self.opt.mute_retry_ms) / MODEL_RATE
+        if (verdict == _Verdict.REJECTED or stalls or mute) and req.careful and u.retries < 2:
             u.retries += 1  # retried differently (see next_decode), never skipped
             u.decoded_to = u.window_start
             return
@@ -475,7 +487,8 @@ class StreamSession:
 
     def _draft_partial(self, u: _Run, req: DecodeRequest, r: DecodeResult, win_end: float
                        ) -> None:
-        words, _ = self._accepted_words(req, r, win_end, u.buffer.committed_end)
+        words, _ = self._accepted_words(req, r, win_end, u.buffer.committed_end,
+                                        u.buffer.committed)
         end = int(round(win_end * MODEL_RATE))
         if end - u.main_to >= self.opt.samples(self.opt.main_step_ms):
             u.main_for = end
@@ -538,18 +551,23 @@ class StreamSession:
             u.window_start = start
             u.trim(self._context_start(u, self.opt.careful_context_ms))
 
-    def _accepted_words(self, req: DecodeRequest, r: DecodeResult, win_end: float,
-                        committed_end: float) -> tuple[list[Word], _Verdict]:
-        """The result's words in stream time, minus Whisper's known inventions; and what the
-        guards made of the decode (a loop they could not cut away rejects it as a whole)."""
+    def _says_no_speech(self, r: DecodeResult) -> bool:
+        """Whisper itself says the window holds no speech."""
         o = self.opt
-        if r.no_speech_prob > o.no_speech_threshold and (
+        return r.no_speech_prob > o.no_speech_threshold and (
             r.avg_logprob < o.logprob_threshold
             # beam search can make a hallucination on noise ("you") look likely as a whole;
             # its words stay unlikely one by one
-            or (r.words and max(w.probability for w in r.words) < 0.5)
-        ):
-            return [], _Verdict.WHOLE  # Whisper itself says this is not speech
+            or bool(r.words and max(w.probability for w in r.words) < 0.5))
+
+    def _accepted_words(self, req: DecodeRequest, r: DecodeResult, win_end: float,
+                        committed_end: float, committed: list[Word] | None = None
+                        ) -> tuple[list[Word], _Verdict]:
+        """The result's words in stream time, minus Whisper's known inventions; and what the
+        guards made of the decode (a loop they could not cut away rejects it as a whole)."""
+        o = self.opt
+        if self._says_no_speech(r):
+            return [], _Verdict.WHOLE
         out = []
         for w in r.words:
             start = min(req.offset + w.start, win_end)
@@ -580,7 +598,9 @@ class StreamSession:
         # the final audio's end ("blank. I" final, then "mean" placed 0.05 s before its end)
         # is new unless the prefix just said it.
         first = 0
-        recent = set(prefix[-REREAD_UNITS:])
+        # (the committed words, not only the prefix: a retry without the prefix reads them all)
+        recent = set(prefix[-REREAD_UNITS:]) | {unit_key(w.word) for w in (committed or [])[
+            -REREAD_UNITS:]}
         while first < len(out) and (out[first].start + out[first].end) / 2 < committed_end and (
                 keys[first] in recent or out[first].end < committed_end - REREAD_SLACK_S):
             first += 1

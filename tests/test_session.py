@@ -579,3 +579,24 @@ def test_a_new_word_the_aligner_puts_just_inside_final_audio_is_kept():
     early = DecodeResult((Word(" so", 6.9, 7.2, 0.9), Word(" mean", 7.6, 7.9, 0.8)),
                          "", 0.02, -0.05, 1.36)
     assert [w.word for w in s._accepted_words(req, early, 16.74, 15.73)[0]] == [" mean"]
+
+
+class ClosingDecoder(ScriptedDecoder):
+    """Given a forced prefix, only closes its sentence (".") and stops, as tiny.en did on en-06
+    after "Cajun loves China" for 11 s of speech; without the prefix it hears the words."""
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        good = super().__call__(req)
+        if not req.prefix or not good.words:
+            return good
+        return DecodeResult((Word(".", 0.0, 0.0, 0.6),), ".", 0.1, -0.3, 0.7)
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_a_careful_decode_that_only_closes_the_prefix_is_asked_again(flat):
+    audio, truth = make_stream(30, pause_every=10, pause_s=1.0)  # pauses join: prefixes
+    s = StreamSession(StreamOptions(), energy_vad())
+    dec = ClosingDecoder(truth)
+    events = drive_flat(s, dec, audio) if flat else drive(s, dec, audio)
+    words = [w.word.strip() for f in finals(events) for w in f.words]
+    assert words == [t for t, _, _ in truth]
