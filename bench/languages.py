@@ -3,6 +3,8 @@
     python -m bench.languages zh [--speed 1]   # zh clips alone and joined, language zh and auto
     python -m bench.languages en [--seconds N] # LJ+jfk stream: base+tiny.en draft, base, tiny.en
 
+The summary also goes to bench/results/languages-zh.json or languages-en.json (``--name``).
+
 Each configuration runs a fresh ``whisperwire serve`` (bench.harness) and streams in real time;
 offline references are the same model with beam 5. Prints one JSON line per measurement and a
 summary table. Timing figures need a quiet machine.
@@ -15,12 +17,15 @@ import asyncio
 import csv
 import json
 import time
+from pathlib import Path
 
 import numpy as np
 
 from . import harness
 from .analysis import percentiles, reference_words, word_latencies
 from .corpus import SPEECH, load
+
+RESULTS = Path(__file__).parent / "results"
 
 
 def _stream(url: str, audio: np.ndarray, speed: float, **params):  # type: ignore[no-untyped-def]
@@ -117,9 +122,14 @@ def main() -> None:
     ap.add_argument("what", choices=("zh", "en"))
     ap.add_argument("--speed", type=float, default=1.0, help="1 = real time")
     ap.add_argument("--seconds", type=float, default=None, help="en: stream length cap")
+    ap.add_argument("--name", default=None, help="results file bench/results/NAME.json "
+                    "(default languages-zh or languages-en)")
     a = ap.parse_args()
     rows = zh(a.speed) if a.what == "zh" else en(a.seconds, a.speed)
-    print(json.dumps({"machine": harness.machine(), "rows": rows}, ensure_ascii=False))
+    out = json.dumps({"machine": harness.machine(), "rows": rows}, ensure_ascii=False)
+    print(out)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{a.name or 'languages-' + a.what}.json").write_text(out + "\n")
 
 
 if __name__ == "__main__":

@@ -100,20 +100,32 @@ class StreamOptions:
 def loop_start(prefix: list[str], keys: list[str]) -> int:
     """Where Whisper's repetition loop begins in ``keys`` (the new words after ``prefix``), or
     ``len(keys)`` if there is none: a phrase of three or more units said twice in a row, or of
-    one or two units said three times. Only repeats reaching into the new words count."""
+    one or two units said three times. Only repeats reaching into the new words count. Units
+    of unspaced scripts are characters, and people repeat short phrases there ("对对对",
+    "对不起对不起"): a phrase of them counts twice from six characters, three times from three,
+    else five times."""
     seq = prefix + keys
     n0 = len(prefix)
     for p in range(max(1, n0), len(seq)):
         for length in range(1, p + 1):
             if p + length > len(seq):
                 break
-            if seq[p : p + length] != seq[p - length : p]:
+            block = seq[p : p + length]
+            if block != seq[p - length : p]:
                 continue
-            times = 2 if length >= 3 else 3
-            if times == 3 and (p < 2 * length or seq[p - 2 * length : p - length] != seq[p - length : p]):
+            times = _loop_times(block)
+            if p < (times - 1) * length or any(
+                    seq[p - k * length : p - (k - 1) * length] != block for k in range(2, times)):
                 continue
             return max(0, p - n0)
     return len(keys)
+
+
+def _loop_times(block: list[str]) -> int:
+    """How many times in a row a phrase of these units makes a loop."""
+    if block and all(is_unspaced(c) for u in block for c in u):
+        return 2 if len(block) >= 6 else 3 if len(block) >= 3 else 5
+    return 2 if len(block) >= 3 else 3
 
 
 def repeated_head(prefix: list[str], keys: list[str]) -> int:

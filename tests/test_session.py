@@ -232,6 +232,13 @@ def test_prompt_carries_committed_text_and_user_prompt():
         ("", "no no no no", 2),
         ("", "it was very very good", 5),
         ("you can do", "you can do you can do", 0),
+        # Chinese counts characters: a speaker's "对对对", "谢谢谢谢" or "对不起对不起" is no loop
+        ("", "对 对 对", 3),
+        ("", "谢 谢 谢 谢", 4),
+        ("", "对 不 起 对 不 起", 6),
+        ("", "我 们 走 吧 我 们 走 吧 我 们 走 吧", 8),
+        ("", "我 们 今 天 去 北 京 我 们 今 天 去 北 京", 7),
+        ("", "好 好 好 好 好 好 好", 4),
     ],
 )
 def test_loop_start(prefix, text, keep):
