@@ -28,19 +28,44 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its live descendants: a server with ``--devices cpu,cpu`` decodes in worker
+    processes, whose CPU and memory are the server's too."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except OSError:
+            continue
+    return out
+
+
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (all its threads)."""
-    with open(f"/proc/{pid}/stat") as f:
-        parts = f.read().rsplit(")", 1)[1].split()
-    return (int(parts[11]) + int(parts[12])) / CLK
+    """User + system CPU time of a process and its live descendants (all their threads)."""
+    total = 0
+    for p in _tree(pid):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                parts = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(parts[11]) + int(parts[12])
+    return total / CLK
 
 
 def rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    total = 0
+    for p in _tree(pid):
+        try:
+            with open(f"/proc/{p}/status") as f:
+                total += next((int(x.split()[1]) for x in f if x.startswith("VmRSS:")), 0)
+        except OSError:
+            continue
+    return total / 1024
 
 
 @dataclass
