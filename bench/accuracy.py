@@ -24,7 +24,7 @@ import numpy as np
 from . import harness
 from .corpus import SPEECH
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = harness.RESULTS
 LJ_STREAM = [f"LJ001-{i:04d}.wav" for i in range(1, 9)]
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from . import analysis, corpus, harness
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = harness.RESULTS
 FINAL_P95_LIMIT = 2.5
 LAG_GROWTH_LIMIT = 0.5
 

@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -20,6 +21,10 @@ from whisperwire.client.stream import StreamResult, paced, stream_chunks
 from whisperwire.server import wire
 
 CLK = os.sysconf("SC_CLK_TCK")
+
+
+# where every bench command writes its results file
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def free_port() -> int:

@@ -17,7 +17,6 @@ import asyncio
 import csv
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -25,7 +24,7 @@ from . import harness
 from .analysis import percentiles, reference_words, word_latencies
 from .corpus import SPEECH, load
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = harness.RESULTS
 
 
 def _stream(url: str, audio: np.ndarray, speed: float, **params):  # type: ignore[no-untyped-def]

@@ -20,7 +20,7 @@ from whisperwire.server import wire
 
 from . import corpus, harness
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = harness.RESULTS
 
 
 def fds(pid: int) -> int:

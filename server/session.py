@@ -460,9 +460,9 @@ class StreamSession:
             w.end <= keep_from for w in words)
         # so does a careful decode that heard no word in seconds of new speech: after a forced
         # prefix Whisper may only close its sentence ("Cajun loves China" + ".") and stop
-        mute = req.careful and not self._says_no_speech(result) and not any(
-            _spoken(w) for w in words) and win_end - u.buffer.committed_end >= self.opt.samples(
-            self.opt.mute_retry_ms) / MODEL_RATE
+        mute = (req.careful and not any(_spoken(w) for w in words)
+                and not self._says_no_speech(result)
+                and win_end - u.buffer.committed_end >= self.opt.mute_retry_ms / 1000)
         if (verdict == _Verdict.REJECTED or stalls or mute) and req.careful and u.retries < 2:
             u.retries += 1  # retried differently (see next_decode), never skipped
             u.decoded_to = u.window_start
