@@ -598,7 +598,12 @@ class StreamSession:
         if len(out) - n >= 2:
             out = out[:n]
         keys = [unit_key(w.word) for w in out]
-        prefix = [unit_key(x) for x in text_units(req.prefix)]
+        # what is already final in the window: the forced prefix, or, when a retry went without
+        # it, the final words Whisper hears again ("Gator loves China" final; then "Gator
+        # Love's China. Jumanjo" with "China." squeezed past its audio)
+        said = req.prefix or join_words(
+            w for w in committed or [] if (w.start + w.end) / 2 >= req.offset)
+        prefix = [unit_key(x) for x in text_units(said)]
         # Whisper re-reading the phrase that ends its prefix, wherever the aligner put it (often
         # squeezed into the window's last instant, past the final audio)
         skip = repeated_head(prefix, keys)

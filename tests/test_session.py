@@ -607,3 +607,39 @@ def test_a_careful_decode_that_only_closes_the_prefix_is_asked_again(flat):
     events = drive_flat(s, dec, audio) if flat else drive(s, dec, audio)
     words = [w.word.strip() for f in finals(events) for w in f.words]
     assert words == [t for t, _, _ in truth]
+
+
+class SqueezedRereadDecoder(ClosingDecoder):
+    """As :class:`ClosingDecoder`; and asked without the prefix, it reads the window's final
+    words again with the last one squeezed past its own audio (tiny.en on en-06, after
+    "Gator loves China" was final: "Gator Love's China. Jumanjo ...", "China." placed at
+    3.03-3.03 where "China" had ended at 2.37)."""
+
+    def __init__(self, truth):
+        super().__init__(truth)
+        self.last_prefix = ""
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        if req.prefix:
+            self.last_prefix = req.prefix
+        good = super().__call__(req)
+        if req.prefix or not self.last_prefix:
+            return good
+        last = self.last_prefix.split()[-1]
+        words = list(good.words)
+        for i, w in enumerate(words):
+            if w.word.strip() == last and i + 1 < len(words):
+                t = (w.end + words[i + 1].start) / 2
+                words[i] = Word(w.word, t, t, 0.93)
+        return DecodeResult(tuple(words), "", 0.01, -0.3, 1.2)
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_a_retry_without_the_prefix_does_not_say_final_words_again(flat):
+    audio, truth = make_stream(30, pause_every=10, pause_s=1.0)  # pauses join: prefixes
+    s = StreamSession(StreamOptions(), energy_vad())
+    dec = SqueezedRereadDecoder(truth)
+    events = drive_flat(s, dec, audio) if flat else drive(s, dec, audio)
+    assert any(not r.prefix and r.careful for r in dec.requests[1:]), "retried without prefix"
+    words = [w.word.strip() for f in finals(events) for w in f.words]
+    assert words == [t for t, _, _ in truth]
