@@ -88,6 +88,7 @@ def _serve(args: argparse.Namespace) -> int:
             device=args.device,
             compute_type=args.compute_type,
             cpu_threads=args.cpu_threads,
+            workers=args.decode_workers,
             max_batch=args.max_batch,
             encoder_granularity_s=args.encoder_granularity,
             beam_size=args.beam_size,
@@ -168,7 +169,11 @@ def _serve_parser(sub) -> None:  # type: ignore[no-untyped-def]
     s.add_argument("--compute-type", default="auto",
                    help="auto (int8 on CPU, float16 on GPU) | int8 | int8_float16 | float16 | "
                         "bfloat16 | float32")
-    s.add_argument("--cpu-threads", type=int, default=0, help="decoder threads (0: all cores)")
+    s.add_argument("--cpu-threads", type=int, default=0,
+                   help="decoder threads per decode worker (0: the cores shared out)")
+    s.add_argument("--decode-workers", type=int, default=0,
+                   help="batches decoded at once on the one model (0: 2 on a CPU of 2+ cores, "
+                        "else 1)")
     s.add_argument("--max-batch", type=int, default=8, help="windows decoded together")
     s.add_argument("--step-ms", type=int, default=StreamOptions.step_ms,
                    help="re-decode after this much new speech")

@@ -155,7 +155,7 @@ class WorkerPool:
     def _spawn(self, w: _Worker) -> dict[str, Any]:
         """Start ``w``'s process and wait until its model is loaded (blocking). Raises
         RuntimeError if it fails or takes longer than ``start_timeout_s``."""
-        opts = replace(self.opt, device=w.device, cpu_threads=self.cpu_threads_each)
+        opts = replace(self.opt, device=w.device, cpu_threads=self.cpu_threads_each, workers=1)
         parent, child = self._ctx.Pipe()
         w.proc = self._ctx.Process(target=_worker_main, args=(child, asdict(opts)), daemon=True,
                                    name=f"whisperwire-worker-{w.index}")

@@ -42,13 +42,14 @@ def _env(name: str, default: str) -> str:
 
 def config_from_env() -> ServerConfig:
     """The replica's settings: ``WHISPERWIRE_MODEL`` (embedded tiny.en), ``_DEVICE`` (auto),
-    ``_COMPUTE_TYPE`` (auto), ``_CPU_THREADS`` (0: what the replica may use), ``_MAX_SESSIONS``
+    ``_COMPUTE_TYPE`` (auto), ``_CPU_THREADS`` (0: what the replica may use), ``_DECODE_WORKERS`` (0: auto), ``_MAX_SESSIONS``
     (per replica), ``_TOKEN_FILE`` (as ``serve --token-file``), ``_RETENTION_MINUTES``."""
     token_file = _env("TOKEN_FILE", "")
     return ServerConfig(
         engine=EngineOptions(model=_env("MODEL", "embedded"), device=_env("DEVICE", "auto"),
                              compute_type=_env("COMPUTE_TYPE", "auto"),
-                             cpu_threads=int(_env("CPU_THREADS", "0"))),
+                             cpu_threads=int(_env("CPU_THREADS", "0")),
+                             workers=int(_env("DECODE_WORKERS", "0"))),
         auth=load_token_file(token_file) if token_file else AuthConfig(),
         max_sessions=int(_env("MAX_SESSIONS", "64")),
         transcript_retention_s=60.0 * float(_env("RETENTION_MINUTES", "60")),

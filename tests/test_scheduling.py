@@ -27,3 +27,46 @@ def test_a_batch_holds_at_most_max_batch_in_arrival_order():
     batch, rest = next_batch(waiting, 2)
     assert [r.id for r, _ in batch] == [0, 1]
     assert [r.id for r, _ in rest] == [2, 3, 4, 9]
+
+
+def test_decode_threads_rule():
+    from whisperwire.server.engine import EngineOptions, decode_threads
+
+    # two single-threaded decodes side by side on a CPU of 2+ cores; a GPU batches instead
+    assert decode_threads(EngineOptions(), "cpu", 2) == (2, 1)
+    assert decode_threads(EngineOptions(), "cpu", 16) == (2, 8)
+    assert decode_threads(EngineOptions(), "cpu", 1) == (1, 1)
+    assert decode_threads(EngineOptions(), "cuda", 8) == (1, 8)
+    # what the operator says wins
+    assert decode_threads(EngineOptions(workers=1), "cpu", 2) == (1, 2)
+    assert decode_threads(EngineOptions(workers=3, cpu_threads=2), "cpu", 2) == (3, 2)
+
+
+async def test_two_batches_decode_at_once_on_the_one_model():
+    """With two decode workers, a second session's window does not wait for the first one's:
+    each decode waits for the other at a barrier, which only two at once can pass."""
+    import asyncio
+    import threading
+
+    from whisperwire.server.engine import Engine, EngineOptions
+
+    barrier = threading.Barrier(2, timeout=20)
+
+    class Meeting(Engine):
+        def decode_batch(self, reqs):  # type: ignore[no-untyped-def]
+            if any(r.id for r in reqs):  # not the warm-up
+                barrier.wait()
+            return super().decode_batch(reqs)
+
+    eng = Meeting(EngineOptions(workers=2, cpu_threads=1, max_batch=1))
+    eng.load()
+    assert eng.workers == 2
+    await eng.start()
+    try:
+        audio = np.zeros(32000, np.float32)
+        res = await asyncio.wait_for(asyncio.gather(
+            eng.decode(DecodeRequest(1, audio, 0.0, session="a")),
+            eng.decode(DecodeRequest(2, audio, 0.0, session="b"))), 60)
+        assert len(res) == 2 and eng.stats.batches == 3  # the warm-up, then one each
+    finally:
+        await eng.stop()
