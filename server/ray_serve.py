@@ -42,8 +42,9 @@ def _env(name: str, default: str) -> str:
 
 def config_from_env() -> ServerConfig:
     """The replica's settings: ``WHISPERWIRE_MODEL`` (embedded tiny.en), ``_DEVICE`` (auto),
-    ``_COMPUTE_TYPE`` (auto), ``_CPU_THREADS`` (0: what the replica may use), ``_DECODE_WORKERS`` (0: auto), ``_MAX_SESSIONS``
-    (per replica), ``_TOKEN_FILE`` (as ``serve --token-file``), ``_RETENTION_MINUTES``."""
+    ``_COMPUTE_TYPE`` (auto), ``_CPU_THREADS`` (0: what the replica may use),
+    ``_DECODE_WORKERS`` (0: auto), ``_MAX_SESSIONS`` (per replica), ``_TOKEN_FILE`` (as
+    ``serve --token-file``), ``_RETENTION_MINUTES``."""
     token_file = _env("TOKEN_FILE", "")
     return ServerConfig(
         engine=EngineOptions(model=_env("MODEL", "embedded"), device=_env("DEVICE", "auto"),

@@ -169,6 +169,11 @@ def _drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str]
     return kept_w, kept_k
 
 
+def _from(words: list[Word], t: float) -> list[Word]:
+    """The words of a window that starts at stream time ``t`` (those centred in it)."""
+    return [w for w in words if (w.start + w.end) / 2 >= t]
+
+
 def _spoken(w: Word) -> bool:
     return any(c.isalnum() for c in w.word)
 
@@ -356,7 +361,7 @@ class StreamSession:
         # a careful decode reaches further back: more of what was said before is heard again
         # (as forced prefix), which is what Whisper needs to get short or hard speech right
         start = self._context_start(u, self.opt.careful_context_ms) if careful else u.window_start
-        prefix = [w for w in u.buffer.committed if (w.start + w.end) / 2 * MODEL_RATE >= start]
+        prefix = _from(u.buffer.committed, start / MODEL_RATE)
         req = DecodeRequest(
             id=next(self._ids),
             audio=np.ascontiguousarray(u.audio(start, end), dtype=np.float32),
@@ -601,8 +606,7 @@ class StreamSession:
         # what is already final in the window: the forced prefix, or, when a retry went without
         # it, the final words Whisper hears again ("Gator loves China" final; then "Gator
         # Love's China. Jumanjo" with "China." squeezed past its audio)
-        said = req.prefix or join_words(
-            w for w in committed or [] if (w.start + w.end) / 2 >= req.offset)
+        said = req.prefix or join_words(_from(committed or [], req.offset))
         prefix = [unit_key(x) for x in text_units(said)]
         # Whisper re-reading the phrase that ends its prefix, wherever the aligner put it (often
         # squeezed into the window's last instant, past the final audio)

@@ -599,14 +599,20 @@ class ClosingDecoder(ScriptedDecoder):
         return DecodeResult((Word(".", 0.0, 0.0, 0.6),), ".", 0.1, -0.3, 0.7)
 
 
+def joined_with(decoder_class, flat):
+    """Three joined utterances (pauses short enough to keep forced prefixes) through a decoder;
+    the decoder, the final words and the truth."""
+    audio, truth = make_stream(30, pause_every=10, pause_s=1.0)
+    s = StreamSession(StreamOptions(), energy_vad())
+    dec = decoder_class(truth)
+    events = drive_flat(s, dec, audio) if flat else drive(s, dec, audio)
+    return dec, [w.word.strip() for f in finals(events) for w in f.words], [t for t, _, _ in truth]
+
+
 @pytest.mark.parametrize("flat", [False, True])
 def test_a_careful_decode_that_only_closes_the_prefix_is_asked_again(flat):
-    audio, truth = make_stream(30, pause_every=10, pause_s=1.0)  # pauses join: prefixes
-    s = StreamSession(StreamOptions(), energy_vad())
-    dec = ClosingDecoder(truth)
-    events = drive_flat(s, dec, audio) if flat else drive(s, dec, audio)
-    words = [w.word.strip() for f in finals(events) for w in f.words]
-    assert words == [t for t, _, _ in truth]
+    _, words, truth = joined_with(ClosingDecoder, flat)
+    assert words == truth
 
 
 class SqueezedRereadDecoder(ClosingDecoder):
@@ -636,10 +642,6 @@ class SqueezedRereadDecoder(ClosingDecoder):
 
 @pytest.mark.parametrize("flat", [False, True])
 def test_a_retry_without_the_prefix_does_not_say_final_words_again(flat):
-    audio, truth = make_stream(30, pause_every=10, pause_s=1.0)  # pauses join: prefixes
-    s = StreamSession(StreamOptions(), energy_vad())
-    dec = SqueezedRereadDecoder(truth)
-    events = drive_flat(s, dec, audio) if flat else drive(s, dec, audio)
+    dec, words, truth = joined_with(SqueezedRereadDecoder, flat)
     assert any(not r.prefix and r.careful for r in dec.requests[1:]), "retried without prefix"
-    words = [w.word.strip() for f in finals(events) for w in f.words]
-    assert words == [t for t, _, _ in truth]
+    assert words == truth
