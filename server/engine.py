@@ -198,7 +198,7 @@ class Engine:
         from faster_whisper.transcribe import get_suppressed_tokens
 
         self._suppress = list(get_suppressed_tokens(self._tokenizer("transcribe", None), (-1,)))
-        self.decode_batch([DecodeRequest(0, np.zeros(16000, np.float32), 0.0)])  # warm up
+        self._warm_up()
         if self.opt.draft_model:
             self.draft = Engine(replace(self.opt, model=self.opt.draft_model, draft_model=None))
             self.draft.load()
@@ -209,6 +209,13 @@ class Engine:
             self.model_name, self.build, device, index, compute, self.workers, threads,
             time.perf_counter() - t0,
         )
+
+    def _warm_up(self) -> None:
+        """One decode per worker at once, each of a window as long as a stream's longest, so
+        that every CTranslate2 replica holds its buffers before the first session: a second
+        replica first used minutes into serving showed as 15 % RSS growth in a 1-minute soak."""
+        warm = [[DecodeRequest(0, np.zeros(16 * 16000, np.float32), 0.0)]] * self.workers
+        list(self._pool.map(self.decode_batch, warm))
 
     def _tokenizer(self, task: str, language: str | None) -> Any:
         from faster_whisper.tokenizer import Tokenizer
