@@ -6,7 +6,7 @@ CTranslate2 (``encode`` → ``generate`` → ``align``, the calls faster-whisper
 makes), on one worker thread so the event loop never waits on the model. Each session has at
 most one request out at a time and the queue is first-come first-served, so no session starves.
 
-Threading: up to ``workers`` batches run at once, each on its own Python thread, against one
+Threading: up to ``workers`` batches (default one) run at once, each on its own Python thread, against one
 loaded model (CTranslate2's ``inter_threads``: the weights are shared), each with ``cpu_threads``
 intra-op threads. On CPU two single-threaded decodes side by side do 1.85x the work of one
 two-threaded decode on 2 cores (16 windows of 9 s: 1.63 s against 3.02 s wall, 3.2 against 4.8
@@ -46,8 +46,9 @@ class EngineOptions:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     compute_type: str = "auto"  # auto: int8 on CPU, float16 on GPU
     cpu_threads: int = 0  # intra-op threads per decode worker; 0: the cores shared out
-    # batches decoded at once against the one model; 0: two on a CPU of two or more cores
-    # (see the module docstring), else one (a GPU batches instead)
+    # batches decoded at once against the one model (see the module docstring); 0: one. Two on
+    # 2 cores do more work per CPU-second, but are not the default: the second CTranslate2
+    # replica's memory grew 15 % in the 1-minute soak (tests/test_bench_smoke.py), not yet solved
     workers: int = 0
     max_batch: int = 8
     # partial decodes are greedy: beam 5 gave 1.3 points less WER on the LJ stream but final
@@ -104,7 +105,7 @@ class EngineStats:
 
 def decode_threads(opt: EngineOptions, device: str, cores: int) -> tuple[int, int]:
     """How many batches run at once, and CTranslate2's intra-op threads for each."""
-    workers = opt.workers or (2 if device == "cpu" and cores >= 2 else 1)
+    workers = opt.workers or 1
     return workers, opt.cpu_threads or max(1, cores // workers)
 
 
@@ -198,7 +199,7 @@ class Engine:
         from faster_whisper.transcribe import get_suppressed_tokens
 
         self._suppress = list(get_suppressed_tokens(self._tokenizer("transcribe", None), (-1,)))
-        self._warm_up()
+        self.decode_batch([DecodeRequest(0, np.zeros(16000, np.float32), 0.0)])  # warm up
         if self.opt.draft_model:
             self.draft = Engine(replace(self.opt, model=self.opt.draft_model, draft_model=None))
             self.draft.load()
@@ -209,13 +210,6 @@ class Engine:
             self.model_name, self.build, device, index, compute, self.workers, threads,
             time.perf_counter() - t0,
         )
-
-    def _warm_up(self) -> None:
-        """One decode per worker at once, each of a window as long as a stream's longest, so
-        that every CTranslate2 replica holds its buffers before the first session: a second
-        replica first used minutes into serving showed as 15 % RSS growth in a 1-minute soak."""
-        warm = [[DecodeRequest(0, np.zeros(16 * 16000, np.float32), 0.0)]] * self.workers
-        list(self._pool.map(self.decode_batch, warm))
 
     def _tokenizer(self, task: str, language: str | None) -> Any:
         from faster_whisper.tokenizer import Tokenizer

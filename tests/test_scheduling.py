@@ -32,13 +32,12 @@ def test_a_batch_holds_at_most_max_batch_in_arrival_order():
 def test_decode_threads_rule():
     from whisperwire.server.engine import EngineOptions, decode_threads
 
-    # two single-threaded decodes side by side on a CPU of 2+ cores; a GPU batches instead
-    assert decode_threads(EngineOptions(), "cpu", 2) == (2, 1)
-    assert decode_threads(EngineOptions(), "cpu", 16) == (2, 8)
-    assert decode_threads(EngineOptions(), "cpu", 1) == (1, 1)
+    # one decode at a time with every core, unless the operator asks for more
+    assert decode_threads(EngineOptions(), "cpu", 2) == (1, 2)
     assert decode_threads(EngineOptions(), "cuda", 8) == (1, 8)
-    # what the operator says wins
-    assert decode_threads(EngineOptions(workers=1), "cpu", 2) == (1, 2)
+    # several workers share the cores out
+    assert decode_threads(EngineOptions(workers=2), "cpu", 2) == (2, 1)
+    assert decode_threads(EngineOptions(workers=2), "cpu", 16) == (2, 8)
     assert decode_threads(EngineOptions(workers=3, cpu_threads=2), "cpu", 2) == (3, 2)
 
 
