@@ -101,6 +101,9 @@ class EngineStats:
     generate_seconds: float = 0.0
     align_seconds: float = 0.0
     fallbacks: int = 0
+    # CTranslate2 generate calls: a batch splits into one per shape (encoder length, prompt
+    # length, ...), so ``items / calls`` is how much batching really happened
+    calls: int = 0
 
 
 def decode_threads(opt: EngineOptions, device: str, cores: int) -> tuple[int, int]:
@@ -408,6 +411,7 @@ class Engine:
             for t, p, x in zip(toks, prev, pre)
         ]
         results: list[tuple[list[int], float, float]] = []
+        self._count(calls=1)
         gen = self._generate(enc, prompts, 0.0, plan, [len(x) for x in pre])
         for i, (g, t) in enumerate(zip(gen, toks)):
             tokens, avg_lp, nsp = g

@@ -35,6 +35,9 @@ class _EngineCollector:
                                   value=st.audio_seconds)
         yield CounterMetricFamily("whisperwire_decode_fallbacks",
                                   "Temperature fallbacks", value=st.fallbacks)
+        yield CounterMetricFamily("whisperwire_decode_calls",
+                                  "Model calls: a batch makes one per window shape",
+                                  value=st.calls)
 
 
 class Metrics:

@@ -229,6 +229,8 @@ def test_metrics_count_sessions_audio_and_errors(live_server):
     assert delta("whisperwire_audio_in_seconds_total") == pytest.approx(11.0, abs=0.01)
     assert delta("whisperwire_decode_batch_size_count") >= 1
     assert delta('whisperwire_decode_stage_seconds_total{stage="encode"}') > 0
+    # every window goes through one model call at least, alone or with batch-mates
+    assert delta("whisperwire_decode_batch_size_sum") >= delta("whisperwire_decode_calls_total") >= 1
     assert delta("whisperwire_final_lag_seconds_count") >= 1
     assert delta('whisperwire_errors_total{code="bad_json"}') == 1
     assert after["whisperwire_sessions"] == 0
