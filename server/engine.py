@@ -6,8 +6,8 @@ CTranslate2 (``encode`` → ``generate`` → ``align``, the calls faster-whisper
 makes), on one worker thread so the event loop never waits on the model. Each session has at
 most one request out at a time and the queue is first-come first-served, so no session starves.
 
-Threading: up to ``workers`` batches (default one) run at once, each on its own Python thread, against one
-loaded model (CTranslate2's ``inter_threads``: the weights are shared), each with ``cpu_threads``
+Threading: up to ``workers`` batches (default one) run at once, each on its own Python
+thread, against one loaded model (CTranslate2's ``inter_threads``: the weights are shared), each with ``cpu_threads``
 intra-op threads. On CPU two single-threaded decodes side by side do 1.85x the work of one
 two-threaded decode on 2 cores (16 windows of 9 s: 1.63 s against 3.02 s wall, 3.2 against 4.8
 CPU-s): small Whisper matrices do not keep two threads busy. Running totals are the only
@@ -47,8 +47,9 @@ class EngineOptions:
     compute_type: str = "auto"  # auto: int8 on CPU, float16 on GPU
     cpu_threads: int = 0  # intra-op threads per decode worker; 0: the cores shared out
     # batches decoded at once against the one model (see the module docstring); 0: one. Two on
-    # 2 cores do more work per CPU-second, but are not the default: the second CTranslate2
-    # replica's memory grew 15 % in the 1-minute soak (tests/test_bench_smoke.py), not yet solved
+    # 2 cores do more work per CPU-second, but are not the default yet: the second CTranslate2
+    # replica fills a working set of its own (~60 MiB, level after ~5 min in a 20-min soak),
+    # which the 1-minute soak test (tests/test_bench_smoke.py) reads as growth
     workers: int = 0
     max_batch: int = 8
     # partial decodes are greedy: beam 5 gave 1.3 points less WER on the LJ stream but final
@@ -101,12 +102,12 @@ class EngineStats:
     generate_seconds: float = 0.0
     align_seconds: float = 0.0
     fallbacks: int = 0
-    # CTranslate2 generate calls: a batch splits into one per shape (encoder length, prompt
-    # length, ...), so ``items / calls`` is how much batching really happened
+    # first-pass CTranslate2 generate calls (fallbacks not counted): a batch splits into one per
+    # shape (encoder length, prompt length, ...), so ``items / calls`` is the real batching
     calls: int = 0
 
 
-def decode_threads(opt: EngineOptions, device: str, cores: int) -> tuple[int, int]:
+def decode_threads(opt: EngineOptions, cores: int) -> tuple[int, int]:
     """How many batches run at once, and CTranslate2's intra-op threads for each."""
     workers = opt.workers or 1
     return workers, opt.cpu_threads or max(1, cores // workers)
@@ -182,7 +183,7 @@ class Engine:
         self.build = choice.build
         path = resolve_model(self.opt.model)
         t0 = time.perf_counter()
-        self.workers, threads = decode_threads(self.opt, device, os.cpu_count() or 1)
+        self.workers, threads = decode_threads(self.opt, os.cpu_count() or 1)
         self._wm = WhisperModel(
             path,
             device=device,

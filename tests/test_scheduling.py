@@ -33,12 +33,12 @@ def test_decode_threads_rule():
     from whisperwire.server.engine import EngineOptions, decode_threads
 
     # one decode at a time with every core, unless the operator asks for more
-    assert decode_threads(EngineOptions(), "cpu", 2) == (1, 2)
-    assert decode_threads(EngineOptions(), "cuda", 8) == (1, 8)
+    assert decode_threads(EngineOptions(), 2) == (1, 2)
+    assert decode_threads(EngineOptions(), 8) == (1, 8)
     # several workers share the cores out
-    assert decode_threads(EngineOptions(workers=2), "cpu", 2) == (2, 1)
-    assert decode_threads(EngineOptions(workers=2), "cpu", 16) == (2, 8)
-    assert decode_threads(EngineOptions(workers=3, cpu_threads=2), "cpu", 2) == (3, 2)
+    assert decode_threads(EngineOptions(workers=2), 2) == (2, 1)
+    assert decode_threads(EngineOptions(workers=2), 16) == (2, 8)
+    assert decode_threads(EngineOptions(workers=3, cpu_threads=2), 2) == (3, 2)
 
 
 async def test_two_batches_decode_at_once_on_the_one_model():
