@@ -49,10 +49,11 @@ async def speech_with_pauses(minutes: float, rng: np.random.Generator):
         i += 1
 
 
-def soak(minutes: float, every: float, url: str | None = None) -> dict:
+def soak(minutes: float, every: float, url: str | None = None,
+         server_args: tuple[str, ...] = ()) -> dict:
     samples: list[dict] = []
     rng = np.random.default_rng(11)
-    with harness.server(8, (), url) as srv:
+    with harness.server(8, server_args, url) as srv:
         params = wire.ListenParams(session="soak")
         res = StreamResult()
         last_lag = [0.0]
@@ -84,7 +85,8 @@ def soak(minutes: float, every: float, url: str | None = None) -> dict:
 
     series = {k: [(s["t"], s[k]) for s in samples] for k in ("rss_mib", "fds", "lag_s")}
     out = {
-        "minutes": minutes, "machine": harness.machine(), "samples": samples,
+        "minutes": minutes, "machine": harness.machine(), "server_args": list(server_args),
+        "samples": samples,
         "finals": len(lat), "audio_seconds": res.sends[-1][1] if res.sends else 0,
         "final_latency_first_quarter_p50": quarter(lat, True),
         "final_latency_last_quarter_p50": quarter(lat, False),
@@ -101,8 +103,10 @@ def markdown(o: dict) -> str:
         return "–" if x is None else f"{x:.2f}"
 
     rows = [("RSS MiB", "rss_mib"), ("open fds", "fds"), ("lag s", "lag_s")]
+    args = " ".join(o.get("server_args", []))
     lines = [f"# Soak, {o['minutes']:.0f} min", "",
-             f"{o['audio_seconds'] / 60:.1f} min of audio, {o['finals']} finals, one session.",
+             f"{o['audio_seconds'] / 60:.1f} min of audio, {o['finals']} finals, one session."
+             + (f" Server args: `{args}`." if args else ""),
              "", "| figure | first quarter (median) | last quarter (median) | max |", "|---|---|---|---|"]
     for name, k in rows:
         lines.append(f"| {name} | {f(o[k + '_first_quarter'])} | {f(o[k + '_last_quarter'])} | {f(o[k + '_max'])} |")
@@ -117,10 +121,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--every", type=float, default=10.0)
     p.add_argument("--url", default=None)
     p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--name", default=None, help="results file name (default soak-<minutes>m)")
+    p.add_argument("--server-arg", action="append", default=[],
+                   help="passed on to whisperwire serve (repeat: --server-arg=--decode-workers "
+                        "--server-arg=2)")
     a = p.parse_args(argv)
-    o = soak(a.minutes, a.every, a.url)
+    o = soak(a.minutes, a.every, a.url, tuple(a.server_arg))
     a.out.mkdir(parents=True, exist_ok=True)
-    name = f"soak-{a.minutes:g}m"
+    name = a.name or f"soak-{a.minutes:g}m"
     (a.out / f"{name}.json").write_text(json.dumps(o, indent=1))
     md = markdown(o)
     (a.out / f"{name}.md").write_text(md)
