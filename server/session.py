@@ -270,6 +270,8 @@ class StreamSession:
         self.detected_language: str | None = None
         self.zh_script = zh_script
         self._detect_pending = language in (None, "auto")
+        # utterances that ended by here wait for nothing more (``finish``, ``finalize``)
+        self._settled = 0
 
     # -- input ---------------------------------------------------------------------------
     def feed_audio(self, samples: np.ndarray) -> None:
@@ -281,12 +283,14 @@ class StreamSession:
         """The client wants finals now: everything heard so far becomes final (``eou``), and
         the utterance goes on with its context (the VAD keeps its state and pre-roll). Waits
         until the utterance holds ``min_final_ms`` past its committed point, or ends."""
+        self._settled = self.samples_in
         if self._utts and self._utts[-1].open:
             self._utts[-1].force_at = self._utts[-1].available
 
     def finish(self) -> None:
         """End of stream: the open utterance ends here and everything heard becomes final."""
         self._vad_events(self._vad.flush())
+        self._settled = self.samples_in
 
     def _vad_events(self, events: list) -> None:
         for ev in events:
@@ -532,7 +536,7 @@ class StreamSession:
         o = self.opt
         return (self._detect_pending and self.language == "auto"
                 and end - u.window_start < o.samples(o.detect_ms)
-                and self.samples_in - end <= o.samples(o.join_gap_ms))
+                and end > self._settled and self.samples_in - end <= o.samples(o.join_gap_ms))
 
     def _note_language(self, req: DecodeRequest, r: DecodeResult) -> bool:
         """language=auto (or the model's own): the first window long enough, where Whisper is

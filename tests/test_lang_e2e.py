@@ -98,6 +98,17 @@ def test_auto_finds_chinese_once_and_stays_close_to_offline(server, offline):
     no_han_space(res)
 
 
+@pytest.mark.timeout(120)
+def test_auto_a_short_phrase_then_hang_up_arrives_and_closes(server):
+    """language=auto holds an utterance too short to tell its language for the speech that
+    may follow; a speaker who says "And so" and hangs up gets them as finals and a
+    ``closed``, not a session waiting for audio that never comes."""
+    audio = load16k("jfk.wav")[: int(1.0 * 16000)]  # "And so"
+    res = stream(server, audio, language="auto")
+    assert res.of_type(wire.Closed), [type(m).__name__ for _, _, m in res.messages]
+    assert "so" in res.text.lower(), res.text
+
+
 @pytest.mark.timeout(150)
 def test_translate_gives_english(server):
     res = stream(server, load16k("zh/zh-08.wav"), language="zh", task="translate")

@@ -645,3 +645,36 @@ def test_a_retry_without_the_prefix_does_not_say_final_words_again(flat):
     dec, words, truth = joined_with(SqueezedRereadDecoder, flat)
     assert any(not r.prefix and r.careful for r in dec.requests[1:]), "retried without prefix"
     assert words == truth
+
+
+
+def _short_utterance(n_words: int = 1):
+    """One second of silence, then ``n_words`` 0.4 s words and 0.3 s of silence: the utterance
+    has ended (VAD hangover still to come) when the stream stops."""
+    rng = np.random.default_rng(2)
+    truth, parts, t = [], [np.zeros(SR, np.float32)], 1.0
+    for i in range(n_words):
+        parts += [(0.3 * rng.standard_normal(int(0.4 * SR))).astype(np.float32),
+                  np.zeros(int(0.1 * SR), np.float32)]
+        truth.append((f"w{i}", t, t + 0.4))
+        t += 0.5
+    parts.append(np.zeros(int(0.8 * SR), np.float32))
+    return np.concatenate(parts), truth
+
+
+@pytest.mark.parametrize("end", ["finish", "finalize"])
+def test_a_short_first_utterance_in_auto_language_is_final_when_the_stream_ends(end):
+    """language=auto holds an utterance too short to tell its language while the next may
+    join it. "Hello." and a hang-up (or a ``finalize``) must not wait for audio that never
+    comes: the words were lost and the session never flushed."""
+    audio, truth = _short_utterance(2)
+    s = StreamSession(StreamOptions(), energy_vad(), language="auto")
+    dec = ScriptedDecoder(truth)
+    events = drive(s, dec, audio, finalize=False)
+    assert finals(events) == []  # held: the next utterance may still join it
+    s.finish() if end == "finish" else s.finalize()
+    while (req := s.next_decode()) is not None:
+        s.decoded(req.id, dec(req))
+    events += s.events()
+    assert " ".join(x.text for x in finals(events)).split() == ["w0", "w1"]
+    assert s.flushed
