@@ -124,6 +124,11 @@ class HypothesisBuffer:
         self._previous = list(self._new)
         return commit
 
+    def forget(self) -> None:
+        """The latest hypothesis stays the partial but is no opinion: the next one commits
+        nothing by agreeing with it."""
+        self._previous = []
+
     def commit_all(self) -> list[Word]:
         commit = self._take(len(self._new))
         self._previous = []

@@ -495,6 +495,12 @@ class StreamSession:
             committed = u.buffer.commit_until(keep_from)
             self._emit_final(committed, False)
             self._slide_window(u, 0 if committed else int(keep_from * MODEL_RATE))
+        elif kind == _Kind.STEP and self._degenerate(result):
+            # Its words before the loop are shown, but they are no opinion to agree with: two
+            # such decodes in a row often loop the same way ("biscuit does he know that he's
+            # good does he know that he's good ...", twice, after the final "does he know that")
+            u.buffer.forget()
+            self._slide_window(u)
         else:
             if req.duration * 1000 >= self.opt.commit_after_ms and not unsure:
                 until = win_end - self.opt.holdback_ms / 1000
@@ -571,6 +577,12 @@ class StreamSession:
         if start > u.window_start:
             u.window_start = start
             u.trim(self._context_start(u, self.opt.careful_context_ms))
+
+    def _degenerate(self, r: DecodeResult) -> bool:
+        """A greedy decode whose text compresses this well failed by faster-whisper's own rule
+        (which then decodes again with sampling); the loop guard cuts what it can, but the
+        words before the loop are not to be trusted either."""
+        return r.compression_ratio > self.opt.compression_ratio_threshold
 
     def _says_no_speech(self, r: DecodeResult) -> bool:
         """Whisper itself says the window holds no speech."""

@@ -678,3 +678,30 @@ def test_a_short_first_utterance_in_auto_language_is_final_when_the_stream_ends(
     events += s.events()
     assert " ".join(x.text for x in finals(events)).split() == ["w0", "w1"]
     assert s.flushed
+
+
+def test_a_degenerate_step_decode_is_no_opinion_to_agree_with():
+    """Two greedy decodes that both run into a loop (compression ratio 3.65, which
+    faster-whisper counts as a failed decode) with the same words before it: on en-06 they
+    agreed on "biscuit does he know that he's good" after the final "does he know that", and
+    it became final. Their words before the loop are shown; agreement does not commit them."""
+    audio, truth = make_stream(12)
+    s = StreamSession(StreamOptions(), energy_vad())
+    dec = ScriptedDecoder(truth)
+    lost: list[int] = []
+
+    def loops_twice(req):
+        r = dec(req)
+        if req.careful or req.duration < 1.5 or len(lost) >= 2:
+            return r
+        lost.append(req.id)
+        t = r.words[0].start
+        junk = [Word(" bad", t, t + 0.2, 0.9)] + [
+            Word(" " + x, t + 0.2 + 0.1 * i, t + 0.3 + 0.1 * i, 0.9)
+            for i, x in enumerate(["la", "di", "da"] * 4)]
+        return DecodeResult(tuple(junk), "", 0.01, -0.3, 3.65)
+
+    events = drive(s, loops_twice, audio)
+    assert len(lost) == 2
+    assert " ".join(f.text for f in finals(events)).split() == [w for w, _, _ in truth]
+    assert any(isinstance(e, Partial) and e.text.startswith("bad") for e in events)
