@@ -521,14 +521,19 @@ class Engine:
         # one tokenizer's sot_sequence serves the batch: alignment heads do not depend on it
         aligned = self._wm.find_alignment(toks[0], text_tokens, enc, num_frames)
         out = []
-        for al, skip in zip(aligned, n_prefix):
+        for al, skip, tok in zip(aligned, n_prefix, toks):
             merge_punctuations(al, "\"'“¿([{-", "\"'.。,，!！?？:：”)]}、")
             words, seen = [], 0
             for a in al:
-                seen += len(a["tokens"])
-                if a["word"] and seen > skip:
-                    words.append(
-                        Word(a["word"], float(a["start"]), float(a["end"]), float(a["probability"]))
-                    )
+                before, seen = seen, seen + len(a["tokens"])
+                if not a["word"] or seen <= skip:
+                    continue
+                # the prefix's last word with new punctuation merged onto it ("plane" + "."):
+                # that word is final already, and its timing would be the prefix's
+                if before < skip and not any(
+                        c.isalnum() for c in tok.decode(a["tokens"][skip - before:])):
+                    continue
+                words.append(
+                    Word(a["word"], float(a["start"]), float(a["end"]), float(a["probability"])))
             out.append(words)
         return out

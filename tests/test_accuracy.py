@@ -134,6 +134,26 @@ def test_finalize_after_every_few_ms_invents_nothing(live_server, every_ms):
 
 
 @pytest.mark.timeout(120)
+def test_punctuation_after_the_prefix_does_not_bring_back_its_last_word(live_server):
+    """en-07 (joined clips): "...not the best thing to do on a plane" is final, and the next
+    windows, with it as their forced prefix, only close the sentence: "." merged onto the
+    prefix's last word came back as the new word " plane.", placed past the final audio as the
+    window grew, and became final a second time ("on a plane plane.")."""
+    engine = live_server.app.state.engine
+    audio = np.concatenate([np.zeros(int(0.26 * 16000), np.float32), load16k("real/en-07.wav")])
+    start = 9.54
+    for end in (19.20, 21.45):
+        r = engine.decode_batch([DecodeRequest(
+            1, np.ascontiguousarray(audio[int(start * 16000) : int(end * 16000)]), start,
+            prompt="Yeah. They may make me more happy than I am. And you know what you are "
+                   "going to do.",
+            prefix="I'm Abigail Klafflin. You can call me Abi. Probably. Not the best thing to "
+                   "do on a plane")])[0]
+        assert r.text.strip().startswith("."), r.text  # the case: it only closes the sentence
+        assert [w.word for w in r.words if "plane" in w.word] == [], r.words
+
+
+@pytest.mark.timeout(120)
 def test_a_batch_never_changes_one_window_s_result(live_server):
     """The same window decoded alone and in batches with other prompts, lengths and kinds of
     decode gives the same words."""
