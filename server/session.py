@@ -149,6 +149,7 @@ ECHO_PROBABILITY = 0.5
 # it ends this far inside the final audio whatever it says.
 REREAD_UNITS = 8
 REREAD_SLACK_S = 0.3
+REREAD_STRETCH_S = 0.05
 
 
 def _drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str]
@@ -640,6 +641,14 @@ class StreamSession:
             -REREAD_UNITS:]}
         while first < len(out) and (out[first].start + out[first].end) / 2 < committed_end and (
                 keys[first] in recent or out[first].end < committed_end - REREAD_SLACK_S):
+            first += 1
+        # A retry without the prefix reads the final words again, and the aligner may stretch
+        # the last of them from the final audio's end into the pause after it (en-07: "... on
+        # a plane" final, then "... on the plane." with "plane." at 16.99-17.87): that is
+        # the last final word again, not a new one
+        if (not req.prefix and first < len(out) and committed
+                and keys[first] == unit_key(committed[-1].word)
+                and out[first].start <= committed_end + REREAD_STRETCH_S):
             first += 1
         out, keys = out[first:], keys[first:]
         new = len(out)

@@ -705,3 +705,25 @@ def test_a_degenerate_step_decode_is_no_opinion_to_agree_with():
     assert len(lost) == 2
     assert " ".join(f.text for f in finals(events)).split() == [w for w, _, _ in truth]
     assert any(isinstance(e, Partial) and e.text.startswith("bad") for e in events)
+
+
+def test_a_retry_does_not_make_the_last_final_word_new_by_stretching_it_into_the_pause():
+    """en-07 in real time: "... not the best thing to do on a plane" final (to 16.99 s); the
+    full window's retry without the prefix read it again as "... on the plane." ("the" for
+    "a", so not the same phrase) with "plane." stretched from 16.99 into the pause to 17.87:
+    it became final again ("on a plane plane.")."""
+    s = StreamSession(StreamOptions(), energy_vad())
+    committed = [Word(" to", 15.8, 15.99, 1.0), Word(" do", 15.99, 16.21, 1.0),
+                 Word(" on", 16.21, 16.39, 1.0), Word(" a", 16.39, 16.57, 1.0),
+                 Word(" plane", 16.57, 16.99, 1.0)]
+    off = 7.07
+    req = DecodeRequest(1, np.zeros(int(16000 * 17.47), np.float32), off, careful=True)
+    heard = [(" to", 15.8, 15.98), (" do", 15.98, 16.2), (" on", 16.2, 16.38),
+             (" the", 16.38, 16.56), (" plane.", 16.99, 17.87)]
+    r = DecodeResult(tuple(Word(w, a - off, b - off, 0.9) for w, a, b in heard), "", 0.16,
+                     -0.44, 1.05)
+    assert s._accepted_words(req, r, 24.54, 16.99, committed)[0] == []
+    # a new word after the pause is new, also when the retry reads the final ones first
+    more = DecodeResult(r.words + (Word(" John", 18.1 - off, 18.4 - off, 0.9),), "", 0.16,
+                        -0.44, 1.05)
+    assert [w.word for w in s._accepted_words(req, more, 24.54, 16.99, committed)[0]] == [" John"]
