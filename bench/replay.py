@@ -12,6 +12,7 @@ WebSocket benchmark (``python -m bench accuracy``) is what the published figures
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -94,3 +95,82 @@ def replay(engine: Engine, audio: np.ndarray, mode: str = "realtime",
     drain()
     assert s.flushed, "the session did not flush"
     return out
+
+
+def sweep(engine: Engine, items: list, offsets: list[float], mode: str = "realtime",
+          stream: StreamOptions | None = None) -> dict:
+    """Replay each item once per start offset (that much silence first) on the modelled clock
+    and score the finals. One replay is one draw of a chaotic process (a window that ends a
+    little later changes every window after it, and Whisper follows its prompt's style), so
+    a policy is judged by the mean over a few offsets, not by one run."""
+    from .accuracy import errors, score_units
+
+    files = {}
+    for it in items:
+        ref = score_units(it.reference, it.language)
+        runs = []
+        for off in offsets:
+            audio = np.concatenate([np.zeros(int(off * 16000), np.float32), it.audio])
+            r = replay(engine, audio, mode, stream=stream, language=it.language,
+                       cost=modelled_cost)
+            e = errors(ref, score_units(r.text, it.language))
+            lat = np.array(r.latencies) if r.latencies else np.zeros(1)
+            runs.append({"offset": off, **e, "final_p50": float(np.median(lat)),
+                         "decodes": r.decodes, "text": r.text})
+            print(f"{it.name} +{off:.2f} s: WER {100 * e['wer']:.1f} %, repeats "
+                  f"{e['repeats']}, tail {'yes' if e['tail'] else 'no'}", flush=True)
+        files[it.name] = {"words": len(ref), "runs": runs,
+                          "wer_mean": float(np.mean([x["wer"] for x in runs]))}
+    real = {k: v for k, v in files.items() if k.startswith("real/")}
+    n = sum(v["words"] for v in real.values())
+    weighted = sum(v["wer_mean"] * v["words"] for v in real.values()) / n if n else None
+    return {"mode": mode, "offsets": offsets, "files": files, "real_weighted_wer": weighted}
+
+
+def markdown(name: str, o: dict) -> str:
+    offs = ", ".join(f"{x:.2f}" for x in o["offsets"])
+    lines = [f"# {name}", "", f"Replay on the modelled clock ({o['mode']}), start offsets {offs} s; "
+             "WER % of the finals per offset, and their mean.", "",
+             "| file | " + " | ".join(f"+{x:.2f} s" for x in o["offsets"]) + " | mean | repeats |",
+             "|---|" + "---|" * (len(o["offsets"]) + 2)]
+    for k, v in o["files"].items():
+        cells = " | ".join(f"{100 * r['wer']:.1f}" for r in v["runs"])
+        reps = sum(r["repeats"] for r in v["runs"])
+        lines.append(f"| {k} | {cells} | {100 * v['wer_mean']:.1f} | {reps} |")
+    if o["real_weighted_wer"] is not None:
+        lines += ["", f"real/, word-weighted mean: **{100 * o['real_weighted_wer']:.2f} %**"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import json
+
+    from whisperwire.server.engine import EngineOptions
+
+    from .accuracy import RESULTS, items
+
+    p = argparse.ArgumentParser(prog="python -m bench.replay",
+                                description="the session policy on the corpus, in process")
+    p.add_argument("--name", default="replay")
+    p.add_argument("--mode", choices=("realtime", "flat"), default="realtime")
+    p.add_argument("--offsets", default="0.11,0.23,0.37", help="seconds of silence first")
+    p.add_argument("--only", default="", help="comma-separated parts of file names")
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--out", type=Path, default=RESULTS)
+    a = p.parse_args(argv)
+    only = [x for x in a.only.split(",") if x]
+    chosen = [it for it in items() if not only or any(x in it.name for x in only)]
+    engine = Engine(EngineOptions(cpu_threads=a.threads))
+    engine.load()
+    o = sweep(engine, chosen, [float(x) for x in a.offsets.split(",")], a.mode)
+    a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / f"{a.name}.json").write_text(json.dumps(o, indent=1))
+    md = markdown(a.name, o)
+    (a.out / f"{a.name}.md").write_text(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

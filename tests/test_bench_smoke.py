@@ -44,3 +44,22 @@ def test_soak_short(tmp_path):
     assert o["rss_mib_last_quarter"] <= o["rss_mib_first_quarter"] * 1.15
     assert o["lag_s_max"] < 10
     assert "| RSS MiB |" in soak.markdown(o)
+
+
+@pytest.mark.timeout(300)
+def test_replay_sweep_scores_each_offset(tmp_path):
+    """``python -m bench.replay``: jfk replayed on the modelled clock at two start offsets."""
+    from bench import replay
+    from bench.accuracy import Item
+    from conftest import load16k, references
+    from whisperwire.server.engine import Engine, EngineOptions
+
+    engine = Engine(EngineOptions())
+    engine.load()
+    item = Item("jfk", load16k("jfk.wav"), references()["jfk.wav"])
+    o = replay.sweep(engine, [item], [0.0, 0.2])
+    runs = o["files"]["jfk"]["runs"]
+    assert [r["offset"] for r in runs] == [0.0, 0.2]
+    assert all(r["wer"] < 0.2 and r["tail"] and r["repeats"] == 0 for r in runs)
+    assert o["real_weighted_wer"] is None  # no real/ file in this sweep
+    assert "| jfk |" in replay.markdown("t", o)
