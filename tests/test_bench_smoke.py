@@ -41,7 +41,9 @@ def test_soak_short(tmp_path):
     o = soak.soak(minutes=1.0, every=2.0)
     assert len(o["samples"]) >= 20 and o["finals"] >= 5
     assert o["fds_last_quarter"] <= o["fds_first_quarter"] + 2
-    assert o["rss_mib_last_quarter"] <= o["rss_mib_first_quarter"] * 1.15
+    # growth after the warm-up (the first quarter holds the decoder's warm-up: judged against
+    # it, the same code measured +12 %, +15 % and +17 %, one of them a CI failure)
+    assert o["rss_mib_last_quarter"] <= o["rss_mib_second_quarter"] * 1.10
     assert o["lag_s_max"] < 10
     assert "| RSS MiB |" in soak.markdown(o)
 
