@@ -76,11 +76,13 @@ def soak(minutes: float, every: float, url: str | None = None,
         res = asyncio.run(run())
     lat = [(t, t - res.sent_at(m.end)) for t, _, m in res.messages if isinstance(m, wire.Final)]
 
-    def quarter(xs: list[tuple[float, float]], first: bool) -> float | None:
+    def quarter(xs: list[tuple[float, float]], q: int) -> float | None:
+        """Median of the values in quarter ``q`` (1..4) of the run."""
         if not xs:
             return None
         end = xs[-1][0]
-        sel = [v for t, v in xs if (t <= end / 4 if first else t >= 3 * end / 4)]
+        lo, hi = (q - 1) * end / 4, q * end / 4
+        sel = [v for t, v in xs if (lo < t <= hi) or (q == 1 and t <= hi)]
         return float(np.median(sel)) if sel else None
 
     series = {k: [(s["t"], s[k]) for s in samples] for k in ("rss_mib", "fds", "lag_s")}
@@ -88,18 +90,15 @@ def soak(minutes: float, every: float, url: str | None = None,
         "minutes": minutes, "machine": harness.machine(), "server_args": list(server_args),
         "samples": samples,
         "finals": len(lat), "audio_seconds": res.sends[-1][1] if res.sends else 0,
-        "final_latency_first_quarter_p50": quarter(lat, True),
-        "final_latency_last_quarter_p50": quarter(lat, False),
+        "final_latency_first_quarter_p50": quarter(lat, 1),
+        "final_latency_last_quarter_p50": quarter(lat, 4),
+        # after the warm-up, in which the decoder's memory grows as window shapes it has not
+        # seen yet arrive (in one minute that alone was +12 to +17 % RSS)
+        "rss_mib_second_quarter": quarter(series["rss_mib"], 2),
     }
-    # the second quarter: after the warm-up, in which the decoder's memory grows as window
-    # shapes it has not seen yet arrive (in one minute that alone was +12 to +17 % RSS)
-    rss = series["rss_mib"]
-    end = rss[-1][0] if rss else 0.0
-    second = [v for t, v in rss if end / 4 < t <= end / 2]
-    out["rss_mib_second_quarter"] = float(np.median(second)) if second else None
     for k, xs in series.items():
-        out[f"{k}_first_quarter"] = quarter(xs, True)
-        out[f"{k}_last_quarter"] = quarter(xs, False)
+        out[f"{k}_first_quarter"] = quarter(xs, 1)
+        out[f"{k}_last_quarter"] = quarter(xs, 4)
         out[f"{k}_max"] = max((v for _, v in xs), default=None)
     return out
 
