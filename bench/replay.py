@@ -116,6 +116,7 @@ def sweep(engine: Engine, items: list, offsets: list[float], mode: str = "realti
             e = errors(ref, score_units(r.text, it.language))
             lat = np.array(r.latencies) if r.latencies else np.zeros(1)
             runs.append({"offset": off, **e, "final_p50": float(np.median(lat)),
+                         "final_p95": float(np.percentile(lat, 95)),
                          "decodes": r.decodes, "text": r.text})
             print(f"{it.name} +{off:.2f} s: WER {100 * e['wer']:.1f} %, repeats "
                   f"{e['repeats']}, tail {'yes' if e['tail'] else 'no'}", flush=True)
@@ -131,12 +132,15 @@ def markdown(name: str, o: dict) -> str:
     offs = ", ".join(f"{x:.2f}" for x in o["offsets"])
     lines = [f"# {name}", "", f"Replay on the modelled clock ({o['mode']}), start offsets {offs} s; "
              "WER % of the finals per offset, and their mean.", "",
-             "| file | " + " | ".join(f"+{x:.2f} s" for x in o["offsets"]) + " | mean | repeats |",
-             "|---|" + "---|" * (len(o["offsets"]) + 2)]
+             "| file | " + " | ".join(f"+{x:.2f} s" for x in o["offsets"])
+             + " | mean | repeats | final p50 / worst p95 (s) |",
+             "|---|" + "---|" * (len(o["offsets"]) + 3)]
     for k, v in o["files"].items():
         cells = " | ".join(f"{100 * r['wer']:.1f}" for r in v["runs"])
         reps = sum(r["repeats"] for r in v["runs"])
-        lines.append(f"| {k} | {cells} | {100 * v['wer_mean']:.1f} | {reps} |")
+        p50 = np.median([r["final_p50"] for r in v["runs"]])
+        p95 = max(r.get("final_p95", float("nan")) for r in v["runs"])
+        lines.append(f"| {k} | {cells} | {100 * v['wer_mean']:.1f} | {reps} | {p50:.2f} / {p95:.2f} |")
     if o["real_weighted_wer"] is not None:
         lines += ["", f"real/, word-weighted mean: **{100 * o['real_weighted_wer']:.2f} %**"]
     return "\n".join(lines) + "\n"
