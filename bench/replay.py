@@ -146,6 +146,20 @@ def markdown(name: str, o: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def stream_options(settings: list[str]) -> StreamOptions:
+    """``["commit_probability=0.3", ...]`` as StreamOptions (each value in its field's type)."""
+    from dataclasses import fields, replace
+
+    types = {f.name: type(getattr(StreamOptions(), f.name)) for f in fields(StreamOptions)}
+    kw: dict = {}
+    for item in settings:
+        key, _, value = item.partition("=")
+        if key not in types:
+            raise SystemExit(f"--set {item}: StreamOptions has no field {key!r}")
+        kw[key] = value.lower() in ("1", "true", "yes") if types[key] is bool else types[key](value)
+    return replace(StreamOptions(), **kw)
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
     import json
@@ -161,13 +175,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--offsets", default="0.11,0.23,0.37", help="seconds of silence first")
     p.add_argument("--only", default="", help="comma-separated parts of file names")
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE",
+                   help="a StreamOptions field for this sweep (a policy to try), repeatable")
     p.add_argument("--out", type=Path, default=RESULTS)
     a = p.parse_args(argv)
     only = [x for x in a.only.split(",") if x]
     chosen = [it for it in items() if not only or any(x in it.name for x in only)]
     engine = Engine(EngineOptions(cpu_threads=a.threads))
     engine.load()
-    o = sweep(engine, chosen, [float(x) for x in a.offsets.split(",")], a.mode)
+    o = sweep(engine, chosen, [float(x) for x in a.offsets.split(",")], a.mode,
+              stream=stream_options(a.set))
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / f"{a.name}.json").write_text(json.dumps(o, indent=1))
     md = markdown(a.name, o)

@@ -66,3 +66,7 @@ def test_replay_sweep_scores_each_offset(tmp_path):
     assert all(0 < r["final_p50"] <= r["final_p95"] < 10 for r in runs)
     assert o["real_weighted_wer"] is None  # no real/ file in this sweep
     assert "| jfk |" in replay.markdown("t", o)
+    opts = replay.stream_options(["commit_probability=0.3", "step_ms=750", "draft_partials=true"])
+    assert (opts.commit_probability, opts.step_ms, opts.draft_partials) == (0.3, 750, True)
+    with pytest.raises(SystemExit):
+        replay.stream_options(["no_such_option=1"])
