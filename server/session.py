@@ -63,6 +63,7 @@ class StreamOptions:
     holdback_ms: int = 300
     # agreement never commits a word the newest greedy decode gives less than this: two greedy
     # passes agree on hard speech's unsure words too, and they wait for the careful decode
+    # (off: see tests/test_session.py DOUBTING and the README for what 0.3 did)
     commit_probability: float = 0.0
     # ... for this long after their end at most: then two agreeing greedy decodes are enough
     # (in continuous speech the next careful decode may be a full window away)
@@ -366,6 +367,11 @@ class StreamSession:
         # a careful decode reaches further back: more of what was said before is heard again
         # (as forced prefix), which is what Whisper needs to get short or hard speech right
         start = self._context_start(u, self.opt.careful_context_ms) if careful else u.window_start
+        if careful and u.retries >= 2:
+            # the last retry hears only what is not final yet: after its context Whisper may read
+            # the final words again and stop there ("... on a plane." and nothing of the next
+            # speaker's clip, en-07 over the WebSocket), and audio is never skipped for that
+            start = max(start, min(int(u.buffer.committed_end * MODEL_RATE), end - 1))
         prefix = _from(u.buffer.committed, start / MODEL_RATE)
         req = DecodeRequest(
             id=next(self._ids),

@@ -3,6 +3,8 @@ that knows which words lie where (no model, no socket, no clock)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -727,3 +729,86 @@ def test_a_retry_does_not_make_the_last_final_word_new_by_stretching_it_into_the
     more = DecodeResult(r.words + (Word(" John", 18.1 - off, 18.4 - off, 0.9),), "", 0.16,
                         -0.44, 1.05)
     assert [w.word for w in s._accepted_words(req, more, 24.54, 16.99, committed)[0]] == [" John"]
+
+
+class DoubtingDecoder(ScriptedDecoder):
+    """Greedy step decodes mishear one word, doubting it (p 0.2), the same way every time, as
+    tiny.en does a child's or a non-native speaker's word; the careful decode hears it right."""
+
+    def __init__(self, truth, word: str):
+        super().__init__(truth)
+        self.word = word
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        r = super().__call__(req)
+        if req.careful:
+            return r
+        words = tuple(Word(" x" + w.word[2:], w.start, w.end, 0.2)
+                      if w.word.strip().rstrip("~") == self.word else w for w in r.words)
+        return DecodeResult(words, "", 0.01, -0.3, 1.2)
+
+
+DOUBTING = StreamOptions(commit_probability=0.3)  # off by default
+
+
+def test_a_word_two_greedy_decodes_doubt_waits_for_the_careful_decode():
+    """en-06 (a 6-year-old): two greedy step decodes agreed on "to" of "to Madro's brain"
+    (p 0.42, 0.55) for "Tomato, spring", and it became final before the utterance's careful
+    decode. With ``commit_probability``, a word the newest greedy decode gives less than that
+    waits for the careful decode of its utterance, or ``unsure_wait_ms`` after its end,
+    whichever is first; the sure words before it are final at once."""
+    audio, truth = make_stream(15, pause_every=5)
+    s = StreamSession(DOUBTING, energy_vad())
+    ev = drive(s, DoubtingDecoder(truth, "w7"), audio)
+    words = " ".join(f.text for f in finals(ev)).split()
+    assert words == [w for w, _, _ in truth]
+    first = next(f for f in finals(ev) if "w5" in f.text.split())
+    assert not first.eou  # sure words of the utterance are final before its end
+
+
+def test_a_doubted_word_in_continuous_speech_is_final_within_the_wait():
+    """No pause and no careful decode for a long time: a doubted word that two greedy decodes
+    agree on becomes final ``unsure_wait_ms`` after its end (plus a step), as greedy heard it."""
+    audio, truth = make_stream(24)
+    opt = DOUBTING
+    s = StreamSession(opt, energy_vad())
+    dec = DoubtingDecoder(truth, "w6")
+    events, n = [], 0
+    for i in range(0, len(audio), 1600):
+        s.feed_audio(audio[i : i + 1600])
+        n += 1600
+        while (req := s.next_decode()) is not None:
+            s.decoded(req.id, dec(req))
+        for e in s.events():
+            if isinstance(e, Final) and "x6" in e.text.split():
+                events.append(n / SR)
+    end = next(e for w, _, e in truth if w == "w6")
+    assert events, "the doubted word never became final before the stream ended"
+    assert events[0] - end <= (opt.unsure_wait_ms + 2 * opt.step_ms) / 1000
+
+
+class ClosedSentenceDecoder(ScriptedDecoder):
+    """en-07 over the WebSocket: after the final "... on a plane" the next speaker's clip was
+    never heard. Every decode with the prefix only closed its sentence; the retry without it
+    read the final words again from the window's start and stopped there. Greedy steps hear
+    nothing of the second utterance either ("Jump." looping, cut away)."""
+
+    def __init__(self, truth, second: float, final_end: float):
+        super().__init__(truth)
+        self.second = second  # where the second utterance starts
+        self.final_end = final_end  # where the first one's words end
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        r = super().__call__(req)
+        # only a window without the final words before it hears the second utterance
+        hears_second = req.careful and not req.prefix and req.offset >= self.final_end - 0.05
+        if not hears_second:
+            r = replace(r, words=tuple(w for w in r.words if req.offset + w.start < self.second))
+        return r
+
+
+def test_the_last_retry_hears_only_what_is_not_final_so_no_clip_is_skipped():
+    audio, truth = make_stream(10, pause_every=5, pause_s=1.0)
+    s = StreamSession(StreamOptions(), energy_vad())
+    ev = drive(s, ClosedSentenceDecoder(truth, truth[5][1], truth[4][2]), audio)
+    assert " ".join(f.text for f in finals(ev)).split() == [w for w, _, _ in truth]
