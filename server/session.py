@@ -371,7 +371,9 @@ class StreamSession:
             # the last retry hears only what is not final yet: after its context Whisper may read
             # the final words again and stop there ("... on a plane." and nothing of the next
             # speaker's clip, en-07 over the WebSocket), and audio is never skipped for that
-            start = max(start, min(int(u.buffer.committed_end * MODEL_RATE), end - 1))
+            at = int(u.buffer.committed_end * MODEL_RATE)
+            if end - at >= self.opt.samples(self.opt.min_window_ms):
+                start = max(start, at)
         prefix = _from(u.buffer.committed, start / MODEL_RATE)
         req = DecodeRequest(
             id=next(self._ids),
