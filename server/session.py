@@ -188,6 +188,22 @@ class _Verdict(enum.Enum):
     REJECTED = "rejected"  # nothing to trust: ask again differently
 
 
+@dataclass(frozen=True)
+class _Attempt:
+    """What a careful decode hears, by how many times the guards rejected it before. Each retry
+    drops more of the context that may have led Whisper astray: the prompt, then the forced
+    prefix, then the final audio itself (after it Whisper may read the final words again and
+    stop there: "... on a plane." and nothing of the next speaker's clip, en-07 over the
+    WebSocket). Audio that is not final is never skipped for a rejection."""
+
+    prompt: bool
+    prefix: bool
+    final_audio: bool
+
+
+_ATTEMPTS = (_Attempt(True, True, True), _Attempt(False, True, True), _Attempt(False, False, False))
+
+
 class _Run:
     """Speech from the window start on, with stream sample positions: one utterance, or
     several whose pauses were short (``join_gap_ms``), held as one stretch with the pauses as
@@ -367,22 +383,18 @@ class StreamSession:
         # a careful decode reaches further back: more of what was said before is heard again
         # (as forced prefix), which is what Whisper needs to get short or hard speech right
         start = self._context_start(u, self.opt.careful_context_ms) if careful else u.window_start
-        if careful and u.retries >= 2:
-            # the last retry hears only what is not final yet: after its context Whisper may read
-            # the final words again and stop there ("... on a plane." and nothing of the next
-            # speaker's clip, en-07 over the WebSocket), and audio is never skipped for that
+        attempt = _ATTEMPTS[u.retries]
+        if careful and not attempt.final_audio:
             at = int(u.buffer.committed_end * MODEL_RATE)
-            if end - at >= self.opt.samples(self.opt.min_window_ms):
+            if end - at >= self.opt.samples(self.opt.min_window_ms):  # never a sliver
                 start = max(start, at)
         prefix = _from(u.buffer.committed, start / MODEL_RATE)
         req = DecodeRequest(
             id=next(self._ids),
             audio=np.ascontiguousarray(u.audio(start, end), dtype=np.float32),
             offset=start / MODEL_RATE,
-            # a careful decode the guards rejected is asked again without the context that
-            # may have led Whisper astray: first the prompt, then the forced prefix
-            prompt=self._prompt(prefix) if u.retries == 0 else "",
-            prefix=join_words(prefix) if u.retries < 2 else "",
+            prompt=self._prompt(prefix) if attempt.prompt else "",
+            prefix=join_words(prefix) if attempt.prefix else "",
             language=self.detected_language if self.language in (None, "auto")
             and not self._detect_pending else self.language,
             task=self.task,
@@ -481,7 +493,7 @@ class StreamSession:
         mute = (req.careful and not any(_spoken(w) for w in words)
                 and not self._says_no_speech(result)
                 and win_end - u.buffer.committed_end >= self.opt.mute_retry_ms / 1000)
-        if (verdict == _Verdict.REJECTED or stalls or mute) and req.careful and u.retries < 2:
+        if (verdict == _Verdict.REJECTED or stalls or mute) and req.careful and u.retries < len(_ATTEMPTS) - 1:
             u.retries += 1  # retried differently (see next_decode), never skipped
             u.decoded_to = u.window_start
             return
