@@ -175,14 +175,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--offsets", default="0.11,0.23,0.37", help="seconds of silence first")
     p.add_argument("--only", default="", help="comma-separated parts of file names")
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--model", default="embedded",
+                   help="as for whisperwire serve; a multilingual one (base) adds zh/")
     p.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE",
                    help="a StreamOptions field for this sweep (a policy to try), repeatable")
     p.add_argument("--out", type=Path, default=RESULTS)
     a = p.parse_args(argv)
     only = [x for x in a.only.split(",") if x]
-    chosen = [it for it in items() if not only or any(x in it.name for x in only)]
-    engine = Engine(EngineOptions(cpu_threads=a.threads))
+    engine = Engine(EngineOptions(model=a.model, cpu_threads=a.threads))
     engine.load()
+    chosen = [it for it in items(multilingual="zh" in engine.languages)
+              if not only or any(x in it.name for x in only)]
     o = sweep(engine, chosen, [float(x) for x in a.offsets.split(",")], a.mode,
               stream=stream_options(a.set))
     a.out.mkdir(parents=True, exist_ok=True)
