@@ -88,6 +88,9 @@ class HypothesisBuffer:
         self.committed: list[Word] = []
         self._previous: list[Word] = []
         self._new: list[Word] = []
+        # where the first doubted unit two hypotheses agree on ends, once it has waited long
+        # enough (see :meth:`commit_agreed`); None when there is none
+        self.doubted_end: float | None = None
 
     @property
     def pending(self) -> list[Word]:
@@ -99,15 +102,22 @@ class HypothesisBuffer:
         self._new = [w for w in split_units(words) if unit_key(w.word)]
 
     def commit_agreed(self, until: float = float("inf"), min_probability: float = 0.0,
-                      unsure_until: float = float("inf")) -> list[Word]:
+                      unsure_until: float = float("inf"), checked_until: float = -1.0
+                      ) -> list[Word]:
         """Commit the longest prefix on which the last two hypotheses agree, up to the units
-        that end by stream time ``until``; a unit the newer hypothesis gives less than
-        ``min_probability`` must also end by ``unsure_until``."""
+        that end by stream time ``until``, and before the first unit the newer hypothesis
+        gives less than ``min_probability``: agreement commits a doubted unit only once it
+        ends by ``checked_until`` (a careful decode was asked and gave nothing better). If
+        a doubted unit ends by ``unsure_until``, :attr:`doubted_end` says where (it is for a
+        careful decode to decide)."""
         n = 0
+        self.doubted_end = None
         for a, b in zip(self._previous, self._new):
             if unit_key(a.word) != unit_key(b.word) or b.end > until:
                 break
-            if b.probability < min_probability and b.end > unsure_until:
+            if b.probability < min_probability and b.end > checked_until:
+                if b.end <= unsure_until:
+                    self.doubted_end = b.end
                 break
             n += 1
         commit = self._take(n)
@@ -119,6 +129,16 @@ class HypothesisBuffer:
         agreement has stalled: move on rather than grow without bound)."""
         n = 0
         while n < len(self._new) and self._new[n].end <= t:
+            n += 1
+        commit = self._take(n)
+        self._previous = list(self._new)
+        return commit
+
+    def commit_starting_before(self, t: float, until: float) -> list[Word]:
+        """Commit every pending unit that starts before stream time ``t`` and ends by ``until``
+        (a careful decode decides a doubted stretch: the unit it hears in its place too)."""
+        n = 0
+        while n < len(self._new) and self._new[n].start < t and self._new[n].end <= until:
             n += 1
         commit = self._take(n)
         self._previous = list(self._new)

@@ -43,6 +43,7 @@ class _Kind(enum.Enum):
     FULL = "full"  # the window reached ``max_window_ms``: commit what it holds, move on
     FORCED = "forced"  # the client asked for finals now
     END = "end"  # the utterance ended: everything in the window becomes final
+    CHECK = "check"  # two greedy decodes agree on a word they doubt: a careful decode decides
 
 
 @dataclass(frozen=True)
@@ -62,11 +63,11 @@ class StreamOptions:
     # last words are the ones it most often changes once it hears what follows
     holdback_ms: int = 300
     # agreement never commits a word the newest greedy decode gives less than this: two greedy
-    # passes agree on hard speech's unsure words too, and they wait for the careful decode
-    # (off: see tests/test_session.py DOUBTING and the README for what 0.3 did)
+    # passes agree on hard speech's unsure words too (a child's "tomato" as "to Madro's")
     commit_probability: float = 0.0
-    # ... for this long after their end at most: then two agreeing greedy decodes are enough
-    # (in continuous speech the next careful decode may be a full window away)
+    # ... and once such a word has waited this long after its end (in continuous speech the
+    # utterance's own careful decode may be a full window away), a careful decode of the
+    # window decides it and what comes before it
     unsure_wait_ms: int = 1500
     # a careful decode that hears no word in this much new speech is asked again differently
     mute_retry_ms: int = 2000
@@ -143,6 +144,17 @@ def repeated_head(prefix: list[str], keys: list[str]) -> int:
             if seq[p : p + length] == seq[p - length : p]:
                 head = max(head, p + length - n0)
     return head
+
+
+def restarted_head(prefix: list[str], keys: list[str]) -> int:
+    """How many of the first new units read the prefix again from its start, four or more:
+    a careful decode that restarts its window ("She was the type that makes her worse." as
+    prefix, then "She was the type that" over the next sentence, its last words squeezed
+    away by the aligner, en-04)."""
+    m = 0
+    while m < min(len(prefix), len(keys)) and prefix[m] == keys[m]:
+        m += 1
+    return m if m >= 4 else 0
 
 
 ECHO_PROBABILITY = 0.5
@@ -223,6 +235,8 @@ class _Run:
         self.buffer = HypothesisBuffer(committed_end=start / MODEL_RATE)
         self.force_at: int | None = None  # ``finalize``: commit everything heard up to here
         self.retries = 0  # careful decodes of this window the guards rejected
+        self.check_until: float | None = None  # a careful decode decides the words up to here
+        self.checked_to = -1.0  # ... and has decided them up to here
         self.main_for: int | None = None  # the draft read a window ending here: main's turn
         self.main_to = start  # where the main model's last reading ended
 
@@ -420,6 +434,10 @@ class StreamSession:
             return ends[-1], _Kind.END
         if u.available >= full:
             return full, _Kind.FULL
+        if u.check_until is not None:
+            if u.check_until > u.buffer.committed_end:
+                return u.available, _Kind.CHECK
+            u.check_until = None
         if u.force_at is not None:
             ready = int(u.buffer.committed_end * MODEL_RATE) + o.samples(o.min_final_ms)
             if u.available >= max(u.force_at, ready):
@@ -516,6 +534,14 @@ class StreamSession:
             committed = u.buffer.commit_until(keep_from)
             self._emit_final(committed, False)
             self._slide_window(u, 0 if committed else int(keep_from * MODEL_RATE))
+        elif kind == _Kind.CHECK:
+            # its words up to the doubted one, and the word it hears in its place, are final
+            at = u.check_until or 0.0
+            self._emit_final(u.buffer.commit_starting_before(
+                at, win_end - self.opt.holdback_ms / 1000), False)
+            u.check_until = None
+            u.checked_to = max(u.checked_to, at)
+            self._slide_window(u)
         elif kind == _Kind.STEP and self._degenerate(result):
             # Its words before the loop are shown, but they are no opinion to agree with: two
             # such decodes in a row often loop the same way ("biscuit does he know that he's
@@ -526,8 +552,10 @@ class StreamSession:
             if req.duration * 1000 >= self.opt.commit_after_ms and not unsure:
                 until = win_end - self.opt.holdback_ms / 1000
                 agreed = u.buffer.commit_agreed(until, self.opt.commit_probability,
-                                                win_end - self.opt.unsure_wait_ms / 1000)
+                                                win_end - self.opt.unsure_wait_ms / 1000,
+                                                u.checked_to)
                 self._emit_final(agreed, eou=False)
+                u.check_until = u.buffer.doubted_end
             else:
                 u.buffer.commit_until(-1.0)  # too little audio to trust: remember, commit nothing
             self._slide_window(u)
@@ -647,7 +675,7 @@ class StreamSession:
         prefix = [unit_key(x) for x in text_units(said)]
         # Whisper re-reading the phrase that ends its prefix, wherever the aligner put it (often
         # squeezed into the window's last instant, past the final audio)
-        skip = repeated_head(prefix, keys)
+        skip = max(repeated_head(prefix, keys), restarted_head(prefix, keys))
         out, keys = out[skip:], keys[skip:]
         # Words placed in audio that is already final were heard again (Whisper re-reading the
         # end of its prefix): committed text never comes twice. They go before the loop guard

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from whisperwire.server.decoding import DecodeRequest, DecodeResult
-from whisperwire.server.session import StreamOptions, StreamSession
+from whisperwire.server.session import StreamOptions, StreamSession, restarted_head
 from whisperwire.server.vad import VadOptions, VadSegmenter
 from whisperwire.server.wire import Final, Partial, Word
 
@@ -766,9 +766,10 @@ def test_a_word_two_greedy_decodes_doubt_waits_for_the_careful_decode():
     assert not first.eou  # sure words of the utterance are final before its end
 
 
-def test_a_doubted_word_in_continuous_speech_is_final_within_the_wait():
-    """No pause and no careful decode for a long time: a doubted word that two greedy decodes
-    agree on becomes final ``unsure_wait_ms`` after its end (plus a step), as greedy heard it."""
+def test_a_doubted_word_in_continuous_speech_is_decided_by_a_careful_decode_within_the_wait():
+    """No pause for a long time: a doubted word that two greedy decodes agree on is decided
+    by a careful decode of its window ``unsure_wait_ms`` after its end (plus a step), and
+    becomes final as that decode heard it, not as greedy did."""
     audio, truth = make_stream(24)
     opt = DOUBTING
     s = StreamSession(opt, energy_vad())
@@ -780,11 +781,44 @@ def test_a_doubted_word_in_continuous_speech_is_final_within_the_wait():
         while (req := s.next_decode()) is not None:
             s.decoded(req.id, dec(req))
         for e in s.events():
-            if isinstance(e, Final) and "x6" in e.text.split():
+            assert not (isinstance(e, Final) and "x6" in e.text.split()), e.text
+            if isinstance(e, Final) and "w6" in e.text.split():
                 events.append(n / SR)
     end = next(e for w, _, e in truth if w == "w6")
     assert events, "the doubted word never became final before the stream ended"
     assert events[0] - end <= (opt.unsure_wait_ms + 2 * opt.step_ms) / 1000
+
+
+class DoubtingCarefulDecoder(DoubtingDecoder):
+    """... and the careful decode hears nothing at all where greedy doubts its word."""
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        r = super().__call__(req)
+        if not req.careful:
+            return r
+        return replace(r, words=tuple(w for w in r.words if w.word.strip().rstrip("~") != self.word))
+
+
+def test_a_doubted_word_the_careful_decode_cannot_place_still_becomes_final():
+    """A careful decode that gives nothing better for a doubted word does not hold it back
+    for ever: once checked, two agreeing greedy decodes commit it, within the wait and a few
+    steps, in continuous speech."""
+    audio, truth = make_stream(24)
+    opt = DOUBTING
+    s = StreamSession(opt, energy_vad())
+    dec = DoubtingCarefulDecoder(truth, "w6")
+    at, n = None, 0
+    for i in range(0, len(audio), 1600):
+        s.feed_audio(audio[i : i + 1600])
+        n += 1600
+        while (req := s.next_decode()) is not None:
+            s.decoded(req.id, dec(req))
+        for e in s.events():
+            if at is None and isinstance(e, Final) and "x6" in e.text.split():
+                at = n / SR
+    end = next(e for w, _, e in truth if w == "w6")
+    assert at is not None, "the doubted word never became final before the stream ended"
+    assert at - end <= (opt.unsure_wait_ms + 4 * opt.step_ms) / 1000
 
 
 class ClosedSentenceDecoder(ScriptedDecoder):
@@ -812,3 +846,16 @@ def test_the_last_retry_hears_only_what_is_not_final_so_no_clip_is_skipped():
     s = StreamSession(StreamOptions(), energy_vad())
     ev = drive(s, ClosedSentenceDecoder(truth, truth[5][1], truth[4][2]), audio)
     assert " ".join(f.text for f in finals(ev)).split() == [w for w, _, _ in truth]
+
+
+def test_a_careful_decode_that_restarts_its_window_says_nothing_new():
+    """en-04, a careful decode with the prefix "She was the type that makes her worse." heard
+    the next sentence as "She was the type that" (its last words squeezed away by the
+    aligner, so no repeated phrase ends the prefix): four or more units that read the prefix
+    again from its start are not new speech; fewer may be a speaker's own words."""
+    prefix = "she was the type that makes her worse".split()
+    assert restarted_head(prefix, "she was the type that".split()) == 5
+    assert restarted_head(prefix, "she was the thing".split()) == 0
+    assert restarted_head(prefix, "so on all of the back".split()) == 0
+    assert restarted_head([], "she was the type".split()) == 0
+
