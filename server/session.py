@@ -64,11 +64,11 @@ class StreamOptions:
     holdback_ms: int = 300
     # agreement never commits a word the newest greedy decode gives less than this: two greedy
     # passes agree on hard speech's unsure words too (a child's "tomato" as "to Madro's")
-    commit_probability: float = 0.0
+    commit_probability: float = 0.3
     # ... and once such a word has waited this long after its end (in continuous speech the
     # utterance's own careful decode may be a full window away), a careful decode of the
     # window decides it and what comes before it
-    unsure_wait_ms: int = 1500
+    unsure_wait_ms: int = 1000
     # a careful decode that hears no word in this much new speech is asked again differently
     mute_retry_ms: int = 2000
     # a ``finalize`` waits until the utterance holds this much audio past the committed point:

@@ -748,7 +748,7 @@ class DoubtingDecoder(ScriptedDecoder):
         return DecodeResult(words, "", 0.01, -0.3, 1.2)
 
 
-DOUBTING = StreamOptions(commit_probability=0.3)  # off by default
+DOUBTING = StreamOptions(commit_probability=0.3)  # the default, spelled out
 
 
 def test_a_word_two_greedy_decodes_doubt_waits_for_the_careful_decode():
