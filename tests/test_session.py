@@ -748,6 +748,19 @@ class DoubtingDecoder(ScriptedDecoder):
         return DecodeResult(words, "", 0.01, -0.3, 1.2)
 
 
+def finals_when_sent(s: StreamSession, dec, audio: np.ndarray) -> list[tuple[float, Final]]:
+    """Feed ``audio`` in 100 ms chunks, decoding as soon as asked: each final with the
+    stream second that had been sent when it came."""
+    out, n = [], 0
+    for i in range(0, len(audio), 1600):
+        s.feed_audio(audio[i : i + 1600])
+        n += 1600
+        while (req := s.next_decode()) is not None:
+            s.decoded(req.id, dec(req))
+        out += [(n / SR, e) for e in s.events() if isinstance(e, Final)]
+    return out
+
+
 DOUBTING = StreamOptions(commit_probability=0.3)  # the default, spelled out
 
 
@@ -772,18 +785,9 @@ def test_a_doubted_word_in_continuous_speech_is_decided_by_a_careful_decode_with
     becomes final as that decode heard it, not as greedy did."""
     audio, truth = make_stream(24)
     opt = DOUBTING
-    s = StreamSession(opt, energy_vad())
-    dec = DoubtingDecoder(truth, "w6")
-    events, n = [], 0
-    for i in range(0, len(audio), 1600):
-        s.feed_audio(audio[i : i + 1600])
-        n += 1600
-        while (req := s.next_decode()) is not None:
-            s.decoded(req.id, dec(req))
-        for e in s.events():
-            assert not (isinstance(e, Final) and "x6" in e.text.split()), e.text
-            if isinstance(e, Final) and "w6" in e.text.split():
-                events.append(n / SR)
+    timed = finals_when_sent(StreamSession(opt, energy_vad()), DoubtingDecoder(truth, "w6"), audio)
+    assert not [f.text for _, f in timed if "x6" in f.text.split()]
+    events = [t for t, f in timed if "w6" in f.text.split()]
     end = next(e for w, _, e in truth if w == "w6")
     assert events, "the doubted word never became final before the stream ended"
     assert events[0] - end <= (opt.unsure_wait_ms + 2 * opt.step_ms) / 1000
@@ -805,17 +809,9 @@ def test_a_doubted_word_the_careful_decode_cannot_place_still_becomes_final():
     steps, in continuous speech."""
     audio, truth = make_stream(24)
     opt = DOUBTING
-    s = StreamSession(opt, energy_vad())
-    dec = DoubtingCarefulDecoder(truth, "w6")
-    at, n = None, 0
-    for i in range(0, len(audio), 1600):
-        s.feed_audio(audio[i : i + 1600])
-        n += 1600
-        while (req := s.next_decode()) is not None:
-            s.decoded(req.id, dec(req))
-        for e in s.events():
-            if at is None and isinstance(e, Final) and "x6" in e.text.split():
-                at = n / SR
+    timed = finals_when_sent(StreamSession(opt, energy_vad()),
+                             DoubtingCarefulDecoder(truth, "w6"), audio)
+    at = next((t for t, f in timed if "x6" in f.text.split()), None)
     end = next(e for w, _, e in truth if w == "w6")
     assert at is not None, "the doubted word never became final before the stream ended"
     assert at - end <= (opt.unsure_wait_ms + 4 * opt.step_ms) / 1000
