@@ -129,3 +129,34 @@ def test_manual_commits_mulaw_and_errors(live_server):
     text = " ".join(e.transcript for e in events if e.type == COMPLETED)
     assert wer(references()["jfk.wav"], text) <= 0.3, text
     assert "modern" not in text.lower(), "the cleared audio was dropped"
+
+
+@pytest.mark.timeout(120)
+def test_server_vad_turns_sent_flat_out_each_complete_with_their_own_words(live_server):
+    """Under backlog the session makes several ended utterances final in one window (one
+    ``eou``): each VAD turn must still complete, with the words spoken in it."""
+    gap = np.zeros(int(1.2 * 16000), np.float32)
+    x = np.concatenate([p for n in NAMES for p in (load16k(n), gap)])
+    pcm = s16(at(x, 24000))
+    events: list = []
+    with client(live_server).realtime.connect(extra_query={"intent": "transcription"}) as conn:
+        conn.session.update(session={"type": "transcription", "audio": {"input": {
+            "format": {"type": "audio/pcm", "rate": 24000},
+            "transcription": {"model": "gpt-4o-transcribe", "language": "en"},
+            "turn_detection": {"type": "server_vad", "silence_duration_ms": 500}}}})
+        reader = threading.Thread(target=lambda: events.extend(conn), daemon=True)
+        reader.start()
+        for i in range(0, len(pcm), 48000):
+            conn.input_audio_buffer.append(audio=base64.b64encode(pcm[i : i + 48000]).decode())
+        deadline = time.monotonic() + 40
+        while sum(e.type == COMPLETED for e in events) < len(NAMES) \
+                and time.monotonic() < deadline:
+            time.sleep(0.1)
+    kinds = [e.type for e in events]
+    done = [e for e in events if e.type == COMPLETED]
+    assert kinds.count("input_audio_buffer.committed") == len(NAMES)
+    assert len(done) == len(NAMES), [e.transcript for e in done]
+    for joined, completed in items(events).values():
+        assert completed is not None and joined == completed, "deltas join to the transcript"
+    for name, e in zip(NAMES, done):
+        assert wer(references()[name], e.transcript) <= 0.25, (name, e.transcript)

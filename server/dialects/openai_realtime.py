@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.websockets import WebSocket
 
 from .. import wire
+from ..agreement import join_words
 from ..errors import ClientError
 from ..listen import ListenConnection
 from ..text import join_texts
@@ -244,22 +245,46 @@ class RealtimeConnection(ListenConnection):
 
     def _final(self, f: wire.Final) -> None:
         if self.turns is not None:
-            # utterances that ended before this final began said nothing (noise): complete them
-            while len(self.items) > 1 and self.items[0].end is not None \
-                    and self.items[0].end <= f.start and not self.items[0].parts:
+            self._turn_final(f)
+            return
+        # a final after a commit point: that commit's turn has all its words
+        while self.commits and f.start >= self.commits[0]:
+            self.commits.popleft()
+            self._complete()
+        self._deliver(f.text)
+
+    def _turn_final(self, f: wire.Final) -> None:
+        """server_vad: each word goes to the turn it was spoken in, since under backlog one
+        final spans several turns. A turn is complete once words of a later turn arrive
+        (with none: it was noise), and at the ``eou`` of its last final."""
+        words = list(f.words) or [wire.Word(f.text, f.start, f.end, 1.0)]
+        run: list[wire.Word] = []
+        for w in words:
+            while self._spoken_after_head(w):
+                self._deliver(join_words(run))
+                run = []
                 self._complete()
-        else:
-            # a final after a commit point: that commit's turn has all its words
-            while self.commits and f.start >= self.commits[0]:
-                self.commits.popleft()
-                self._complete()
+            run.append(w)
+        self._deliver(join_words(run))
+        if f.eou:
+            self._complete()
+
+    def _spoken_after_head(self, w: wire.Word) -> bool:
+        """``w`` lies past the middle of the pause between the head turn and the next."""
+        if len(self.items) < 2 or self.items[0].end is None:
+            return False
+        nxt = self.items[1].start
+        cut = self.items[0].end if nxt is None else (self.items[0].end + nxt) / 2
+        return (w.start + w.end) / 2 >= cut
+
+    def _deliver(self, text: str) -> None:
+        if not text:
+            return
         item = self._head()
-        delta = item.add(f.text)
+        delta = item.add(text)
         if delta:
             self.event("conversation.item.input_audio_transcription.delta", item_id=item.id,
                        content_index=0, delta=delta)
-        if f.eou and self.turns is not None:
-            self._complete()
 
     def _update(self, s: Any) -> None:
         if not isinstance(s, dict):
