@@ -158,6 +158,8 @@ def restarted_head(prefix: list[str], keys: list[str]) -> int:
 
 
 ECHO_PROBABILITY = 0.5
+# below this, a final decode's last word that the aligner squeezed to no duration was not said
+SQUEEZED_PROBABILITY = 0.1
 # A word placed in already-final audio is a re-read if the prefix's last units say it, or if
 # it ends this far inside the final audio whatever it says.
 REREAD_UNITS = 8
@@ -666,6 +668,10 @@ class StreamSession:
         while n and out[n - 1].end - out[n - 1].start < 0.02:
             n -= 1
         if len(out) - n >= 2:
+            out = out[:n]
+        # One such word that Whisper itself doubts, at the end of a decode whose words all
+        # become final: no later decode can confirm it ("answer now?" then "No.", p=0.07)
+        elif req.final and n < len(out) and out[-1].probability < SQUEEZED_PROBABILITY:
             out = out[:n]
         keys = [unit_key(w.word) for w in out]
         # what is already final in the window: the forced prefix, or, when a retry went without

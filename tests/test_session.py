@@ -192,6 +192,25 @@ def test_words_squeezed_past_the_speech_are_dropped():
     assert text.split() == ["w0", "w1", "w2", "w3"]
 
 
+@pytest.mark.parametrize("p, kept", [(0.07, False), (0.6, True)])
+def test_one_doubted_word_squeezed_past_the_end_of_an_utterance(p, kept):
+    """en-07 in CI: "Where is the answer now?" final, then the utterance's end decode adds
+    "No." with no duration at the window's very end, p=0.07. Nothing decodes that audio again,
+    so Whisper's own doubt decides; a sure word cut off by the end of the audio stays."""
+    audio, truth = make_stream(4)
+    s = StreamSession(StreamOptions(), energy_vad())
+
+    def trailing_word(req):
+        r = ScriptedDecoder(truth)(req)
+        if not req.final:
+            return r
+        ghost = (Word(" no", req.duration, req.duration, p),)
+        return DecodeResult(r.words + ghost, r.text, 0.01, -0.3, 1.2)
+
+    text = " ".join(f.text for f in finals(drive(s, trailing_word, audio)))
+    assert text.split() == ["w0", "w1", "w2", "w3"] + (["no"] if kept else [])
+
+
 def test_failed_decode_is_asked_again():
     audio, truth = make_stream(6)
     s = StreamSession(StreamOptions(), energy_vad())
