@@ -134,9 +134,11 @@ def test_manual_commits_mulaw_and_errors(live_server):
 @pytest.mark.timeout(120)
 def test_server_vad_turns_sent_flat_out_each_complete_with_their_own_words(live_server):
     """Under backlog the session makes several ended utterances final in one window (one
-    ``eou``): each VAD turn must still complete, with the words spoken in it."""
+    ``eou``): each VAD turn must still complete, with the words spoken in it; and a last turn
+    that was only noise completes empty (no final ever comes for it)."""
     gap = np.zeros(int(1.2 * 16000), np.float32)
-    x = np.concatenate([p for n in NAMES for p in (load16k(n), gap)])
+    noise = (0.05 * np.random.default_rng(3).standard_normal(16000)).astype(np.float32)
+    x = np.concatenate([p for n in NAMES for p in (load16k(n), gap)] + [noise, gap])
     pcm = s16(at(x, 24000))
     events: list = []
     with client(live_server).realtime.connect(extra_query={"intent": "transcription"}) as conn:
@@ -149,14 +151,15 @@ def test_server_vad_turns_sent_flat_out_each_complete_with_their_own_words(live_
         for i in range(0, len(pcm), 48000):
             conn.input_audio_buffer.append(audio=base64.b64encode(pcm[i : i + 48000]).decode())
         deadline = time.monotonic() + 40
-        while sum(e.type == COMPLETED for e in events) < len(NAMES) \
+        while sum(e.type == COMPLETED for e in events) < len(NAMES) + 1 \
                 and time.monotonic() < deadline:
             time.sleep(0.1)
     kinds = [e.type for e in events]
     done = [e for e in events if e.type == COMPLETED]
-    assert kinds.count("input_audio_buffer.committed") == len(NAMES)
-    assert len(done) == len(NAMES), [e.transcript for e in done]
+    assert kinds.count("input_audio_buffer.committed") == len(NAMES) + 1
+    assert len(done) == len(NAMES) + 1, [e.transcript for e in done]
     for joined, completed in items(events).values():
         assert completed is not None and joined == completed, "deltas join to the transcript"
     for name, e in zip(NAMES, done):
         assert wer(references()[name], e.transcript) <= 0.25, (name, e.transcript)
+    assert done[-1].transcript == ""

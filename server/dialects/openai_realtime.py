@@ -200,7 +200,11 @@ class RealtimeConnection(ListenConnection):
         self.event("input_audio_buffer.cleared")
 
     def _settle(self) -> None:
-        """Manual turns: a commit's turn is complete when nothing heard is left to decode."""
+        """A turn is complete when nothing heard is left to decode: a commit's (manual turns),
+        or one the VAD ended, whether it had words or was noise (server_vad)."""
+        while self.turns is not None and self.items and self.items[0].end is not None \
+                and self.session.flushed:
+            self._complete()
         while self.commits and self.session.flushed:
             self.commits.popleft()
             self._complete()
@@ -266,16 +270,18 @@ class RealtimeConnection(ListenConnection):
                 self._complete()
             run.append(w)
         self._deliver(join_words(run))
-        if f.eou:
+        if f.eou and self.items:
             self._complete()
 
     def _spoken_after_head(self, w: wire.Word) -> bool:
-        """``w`` lies past the middle of the pause between the head turn and the next."""
-        if len(self.items) < 2 or self.items[0].end is None:
+        """``w`` lies past the middle of the pause between the head turn and the next (or
+        past the one end of it known: a head that a commit's words made has no VAD times)."""
+        if len(self.items) < 2:
             return False
-        nxt = self.items[1].start
-        cut = self.items[0].end if nxt is None else (self.items[0].end + nxt) / 2
-        return (w.start + w.end) / 2 >= cut
+        end, nxt = self.items[0].end, self.items[1].start
+        cut = (end + nxt) / 2 if end is not None and nxt is not None else \
+            end if end is not None else nxt
+        return cut is not None and (w.start + w.end) / 2 >= cut
 
     def _deliver(self, text: str) -> None:
         if not text:
