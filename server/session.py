@@ -77,6 +77,8 @@ class StreamOptions:
     # an utterance that starts this soon after the previous one ended continues its window
     join_gap_ms: int = 2000
     prompt_chars: int = 200
+    # an utterance the VAD ended ends its sentence in later decodes' context (see _end_sentence)
+    end_sentences: bool = True
     # language=auto: the language is detected once, from the first window of at least
     # ``detect_min_ms`` where Whisper is sure (``detect_sure``), else from the first window of
     # ``detect_ms``; and again when speech resumes after ``redetect_pause_ms`` of silence.
@@ -521,6 +523,7 @@ class StreamSession:
         u.buffer.insert(words)
         if kind == _Kind.END:
             self._emit_final(u.buffer.commit_all(), eou=True)
+            self._end_sentence(u)
             while u.ends and u.ends[0] <= int(round(win_end * MODEL_RATE)):
                 u.ends.popleft()
             if u.force_at is not None and u.force_at <= int(round(win_end * MODEL_RATE)):
@@ -734,6 +737,20 @@ class StreamSession:
         self.segment += 1
         self._partial = ""
         self._committed_text = join_texts([self._committed_text, text])[-4 * self.opt.prompt_chars :]
+
+    def _end_sentence(self, u: _Run) -> None:
+        """The VAD ended the utterance: its last word ends a sentence in the context of later
+        decodes (the window's forced prefix and the prompt), full stop or not. Whisper
+        continues the style of the text it is given, and one utterance written without its
+        full stop ("Cajun loves China") made it write a child's whole reading unpunctuated
+        and worse. The finals keep what Whisper wrote."""
+        c = u.buffer.committed
+        if not self.opt.end_sentences or not c or not c[-1].word.strip()[-1:].isalnum() \
+                or is_unspaced(c[-1].word.strip()[-1]):
+            return
+        c[-1] = replace(c[-1], word=c[-1].word.rstrip() + ".")
+        if self._committed_text.endswith(c[-1].word.strip()[:-1]):
+            self._committed_text += "."
 
     def _update_partial(self, u: _Run) -> None:
         pending = u.buffer.pending
