@@ -124,21 +124,13 @@ class HypothesisBuffer:
         self._previous = list(self._new)
         return commit
 
-    def commit_until(self, t: float) -> list[Word]:
-        """Commit every pending unit that ends by stream time ``t`` (the window is full and the
-        agreement has stalled: move on rather than grow without bound)."""
+    def commit_until(self, t: float, starting_before: float = float("inf")) -> list[Word]:
+        """Commit every pending unit that ends by stream time ``t`` (and starts before
+        ``starting_before``): the window is full and the agreement has stalled, so move on
+        rather than grow without bound; or a careful decode decides a doubted stretch, and the
+        unit it hears in its place too."""
         n = 0
-        while n < len(self._new) and self._new[n].end <= t:
-            n += 1
-        commit = self._take(n)
-        self._previous = list(self._new)
-        return commit
-
-    def commit_starting_before(self, t: float, until: float) -> list[Word]:
-        """Commit every pending unit that starts before stream time ``t`` and ends by ``until``
-        (a careful decode decides a doubted stretch: the unit it hears in its place too)."""
-        n = 0
-        while n < len(self._new) and self._new[n].start < t and self._new[n].end <= until:
+        while n < len(self._new) and self._new[n].end <= t and self._new[n].start < starting_before:
             n += 1
         commit = self._take(n)
         self._previous = list(self._new)

@@ -542,8 +542,8 @@ class StreamSession:
         elif kind == _Kind.CHECK:
             # its words up to the doubted one, and the word it hears in its place, are final
             at = u.check_until or 0.0
-            self._emit_final(u.buffer.commit_starting_before(
-                at, win_end - self.opt.holdback_ms / 1000), False)
+            self._emit_final(u.buffer.commit_until(
+                win_end - self.opt.holdback_ms / 1000, starting_before=at), False)
             u.check_until = None
             u.checked_to = max(u.checked_to, at)
             self._slide_window(u)
