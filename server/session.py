@@ -745,11 +745,11 @@ class StreamSession:
         full stop ("Cajun loves China") made it write a child's whole reading unpunctuated
         and worse. The finals keep what Whisper wrote."""
         c = u.buffer.committed
-        if not self.opt.end_sentences or not c or not c[-1].word.strip()[-1:].isalnum() \
-                or is_unspaced(c[-1].word.strip()[-1]):
+        last = c[-1].word.strip() if c else ""
+        if not self.opt.end_sentences or not last[-1:].isalnum() or is_unspaced(last[-1]):
             return
         c[-1] = replace(c[-1], word=c[-1].word.rstrip() + ".")
-        if self._committed_text.endswith(c[-1].word.strip()[:-1]):
+        if self._committed_text.endswith(last):
             self._committed_text += "."
 
     def _update_partial(self, u: _Run) -> None:

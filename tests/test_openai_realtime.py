@@ -53,15 +53,12 @@ def items(events) -> dict[str, tuple[str, str | None]]:
     return {k: (v[0], v[1]) for k, v in out.items()}
 
 
-@pytest.mark.timeout(120)
-def test_server_vad_turns_at_twice_real_time(live_server):
-    gap = np.zeros(int(1.2 * 16000), np.float32)
-    x = np.concatenate([p for n in NAMES for p in (load16k(n), gap)])
-    ref = " ".join(references()[n] for n in NAMES)
-    pcm = s16(at(x, 24000))
-    step = 4800  # 100 ms of 24 kHz pcm16, every 50 ms
+def server_vad_turns(srv, pcm: bytes, step: int, pause_s: float, turns: int,
+                     wait_s: float) -> list:
+    """Stream 24 kHz pcm16 in ``step``-byte appends (``pause_s`` apart) to a server_vad
+    session; every event until ``turns`` turns completed or ``wait_s`` passed."""
     events: list = []
-    with client(live_server).realtime.connect(extra_query={"intent": "transcription"}) as conn:
+    with client(srv).realtime.connect(extra_query={"intent": "transcription"}) as conn:
         conn.session.update(session={"type": "transcription", "audio": {"input": {
             "format": {"type": "audio/pcm", "rate": 24000},
             "transcription": {"model": "gpt-4o-transcribe", "language": "en"},
@@ -70,11 +67,20 @@ def test_server_vad_turns_at_twice_real_time(live_server):
         reader.start()
         for i in range(0, len(pcm), step):
             conn.input_audio_buffer.append(audio=base64.b64encode(pcm[i : i + step]).decode())
-            time.sleep(0.05)
-        deadline = time.monotonic() + 30
-        while sum(e.type == COMPLETED for e in events) < len(NAMES) \
-                and time.monotonic() < deadline:
+            time.sleep(pause_s)
+        deadline = time.monotonic() + wait_s
+        while sum(e.type == COMPLETED for e in events) < turns and time.monotonic() < deadline:
             time.sleep(0.1)
+    return events
+
+
+@pytest.mark.timeout(120)
+def test_server_vad_turns_at_twice_real_time(live_server):
+    gap = np.zeros(int(1.2 * 16000), np.float32)
+    x = np.concatenate([p for n in NAMES for p in (load16k(n), gap)])
+    ref = " ".join(references()[n] for n in NAMES)
+    # 100 ms of 24 kHz pcm16 every 50 ms
+    events = server_vad_turns(live_server, s16(at(x, 24000)), 4800, 0.05, len(NAMES), 30)
     kinds = [e.type for e in events]
     assert kinds[:2] == ["session.created", "session.updated"]
     sid = events[0].session.id
@@ -139,21 +145,7 @@ def test_server_vad_turns_sent_flat_out_each_complete_with_their_own_words(live_
     gap = np.zeros(int(1.2 * 16000), np.float32)
     noise = (0.05 * np.random.default_rng(3).standard_normal(16000)).astype(np.float32)
     x = np.concatenate([p for n in NAMES for p in (load16k(n), gap)] + [noise, gap])
-    pcm = s16(at(x, 24000))
-    events: list = []
-    with client(live_server).realtime.connect(extra_query={"intent": "transcription"}) as conn:
-        conn.session.update(session={"type": "transcription", "audio": {"input": {
-            "format": {"type": "audio/pcm", "rate": 24000},
-            "transcription": {"model": "gpt-4o-transcribe", "language": "en"},
-            "turn_detection": {"type": "server_vad", "silence_duration_ms": 500}}}})
-        reader = threading.Thread(target=lambda: events.extend(conn), daemon=True)
-        reader.start()
-        for i in range(0, len(pcm), 48000):
-            conn.input_audio_buffer.append(audio=base64.b64encode(pcm[i : i + 48000]).decode())
-        deadline = time.monotonic() + 40
-        while sum(e.type == COMPLETED for e in events) < len(NAMES) + 1 \
-                and time.monotonic() < deadline:
-            time.sleep(0.1)
+    events = server_vad_turns(live_server, s16(at(x, 24000)), 48000, 0, len(NAMES) + 1, 40)
     kinds = [e.type for e in events]
     done = [e for e in events if e.type == COMPLETED]
     assert kinds.count("input_audio_buffer.committed") == len(NAMES) + 1

@@ -261,9 +261,8 @@ class RealtimeConnection(ListenConnection):
         """server_vad: each word goes to the turn it was spoken in, since under backlog one
         final spans several turns. A turn is complete once words of a later turn arrive
         (with none: it was noise), and at the ``eou`` of its last final."""
-        words = list(f.words) or [wire.Word(f.text, f.start, f.end, 1.0)]
         run: list[wire.Word] = []
-        for w in words:
+        for w in f.words:
             while self._spoken_after_head(w):
                 self._deliver(join_words(run))
                 run = []
@@ -278,10 +277,8 @@ class RealtimeConnection(ListenConnection):
         past the one end of it known: a head that a commit's words made has no VAD times)."""
         if len(self.items) < 2:
             return False
-        end, nxt = self.items[0].end, self.items[1].start
-        cut = (end + nxt) / 2 if end is not None and nxt is not None else \
-            end if end is not None else nxt
-        return cut is not None and (w.start + w.end) / 2 >= cut
+        known = [t for t in (self.items[0].end, self.items[1].start) if t is not None]
+        return bool(known) and (w.start + w.end) / 2 >= sum(known) / len(known)
 
     def _deliver(self, text: str) -> None:
         if not text:
