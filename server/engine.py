@@ -6,8 +6,8 @@ CTranslate2 (``encode`` → ``generate`` → ``align``, the calls faster-whisper
 makes), on one worker thread so the event loop never waits on the model. Each session has at
 most one request out at a time and the queue is first-come first-served, so no session starves.
 
-Threading: up to ``workers`` batches (default one) run at once, each on its own Python
-thread, against one loaded model (CTranslate2's ``inter_threads``: the weights are shared), each with ``cpu_threads``
+Threading: up to ``workers`` batches (on CPU one per core by default) run at once, each on its
+own Python thread, against one loaded model (CTranslate2's ``inter_threads``: the weights are shared), each with ``cpu_threads``
 intra-op threads. On CPU two single-threaded decodes side by side do 1.85x the work of one
 two-threaded decode on 2 cores (16 windows of 9 s: 1.63 s against 3.02 s wall, 3.2 against 4.8
 CPU-s): small Whisper matrices do not keep two threads busy. Running totals are the only
@@ -46,10 +46,9 @@ class EngineOptions:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     compute_type: str = "auto"  # auto: int8 on CPU, float16 on GPU
     cpu_threads: int = 0  # intra-op threads per decode worker; 0: the cores shared out
-    # batches decoded at once against the one model (see the module docstring); 0: one. Two on
-    # 2 cores do more work per CPU-second, but are not the default yet: the second CTranslate2
-    # replica fills a working set of its own (~60 MiB, level after ~5 min in a 20-min soak),
-    # which the 1-minute soak test (tests/test_bench_smoke.py) reads as growth
+    # batches decoded at once against the one model (see the module docstring); 0: one per
+    # core on CPU (see decode_threads), one on a GPU. Each CTranslate2 replica fills a working
+    # set of its own (~60 MiB, level after ~5 min in a 20-min soak)
     workers: int = 0
     max_batch: int = 8
     # partial decodes are greedy: beam 5 gave 1.3 points less WER on the LJ stream but final
@@ -107,9 +106,32 @@ class EngineStats:
     calls: int = 0
 
 
-def decode_threads(opt: EngineOptions, cores: int) -> tuple[int, int]:
-    """How many batches run at once, and CTranslate2's intra-op threads for each."""
-    workers = opt.workers or 1
+MAX_CPU_WORKERS = 4  # beyond that, the cores are shared out among four decodes
+
+
+def one_blas_thread() -> None:
+    """numpy's BLAS (OpenBLAS) gets one thread. Its only work here is the mel filterbank's
+    small product per window, and after each call its idle threads spin: on 2 cores a greedy
+    decode of 2 s of speech cost 139 ms of CPU for 71 ms of wall time, and 72 ms for the same
+    wall time with one BLAS thread (8 s: 333 against 195 ms; bench/results/threads.md). The
+    spinning takes the core that a second decode or the event loop needs. Set at run time, not
+    by ``OPENBLAS_NUM_THREADS``: that only works before numpy loads, which a Ray Serve replica,
+    a test or a bench script has done before the server is imported."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1, user_api="blas")
+
+
+def decode_threads(opt: EngineOptions, cores: int, device: str = "cpu") -> tuple[int, int]:
+    """How many batches run at once, and CTranslate2's intra-op threads for each.
+
+    On CPU, one single-threaded decode per core (up to ``MAX_CPU_WORKERS``): Whisper's small
+    matrices keep one thread busy and a second mostly waiting, so two single-threaded decodes
+    side by side beat one two-threaded decode in wall time, CPU time and streams held
+    (bench/results/threads.md, cpu-tiny-capacity-dw2-blas1.md). A GPU decodes one batch at a
+    time."""
+    default = min(cores, MAX_CPU_WORKERS) if device == "cpu" else 1
+    workers = opt.workers or default
     return workers, opt.cpu_threads or max(1, cores // workers)
 
 
@@ -174,6 +196,7 @@ class Engine:
 
         for note in devices.prepare_environment():  # before CTranslate2 is imported
             log.info("%s", note)
+        one_blas_thread()
         from faster_whisper import WhisperModel
 
         choice = devices.choose(self.opt.device, self.opt.compute_type, devices.gather_facts())
@@ -183,7 +206,7 @@ class Engine:
         self.build = choice.build
         path = resolve_model(self.opt.model)
         t0 = time.perf_counter()
-        self.workers, threads = decode_threads(self.opt, os.cpu_count() or 1)
+        self.workers, threads = decode_threads(self.opt, os.cpu_count() or 1, device)
         self._wm = WhisperModel(
             path,
             device=device,

@@ -32,9 +32,12 @@ def test_a_batch_holds_at_most_max_batch_in_arrival_order():
 def test_decode_threads_rule():
     from whisperwire.server.engine import EngineOptions, decode_threads
 
-    # one decode at a time with every core, unless the operator asks for more
-    assert decode_threads(EngineOptions(), 2) == (1, 2)
-    assert decode_threads(EngineOptions(), 8) == (1, 8)
+    # on CPU one single-threaded decode per core, up to four sharing the cores out
+    assert decode_threads(EngineOptions(), 1) == (1, 1)
+    assert decode_threads(EngineOptions(), 2) == (2, 1)
+    assert decode_threads(EngineOptions(), 8) == (4, 2)
+    # a GPU decodes one batch at a time
+    assert decode_threads(EngineOptions(), 8, "cuda") == (1, 8)
     # several workers share the cores out
     assert decode_threads(EngineOptions(workers=2), 2) == (2, 1)
     assert decode_threads(EngineOptions(workers=2), 16) == (2, 8)
@@ -69,3 +72,13 @@ async def test_two_batches_decode_at_once_on_the_one_model():
         assert len(res) == 2 and eng.stats.batches == 3  # the warm-up, then one each
     finally:
         await eng.stop()
+
+
+def test_a_loaded_engine_leaves_numpy_one_blas_thread(engine):
+    """OpenBLAS threads spin after each call; with one per core they burned about as much CPU
+    as the decode itself (bench/results/threads.md)."""
+    from threadpoolctl import threadpool_info
+
+    blas = [x for x in threadpool_info() if x["user_api"] == "blas"]
+    assert blas, "numpy's BLAS not found"
+    assert all(x["num_threads"] == 1 for x in blas), blas

@@ -1,0 +1,88 @@
+"""What one decode costs in CPU and wall time under each thread setting of the process.
+
+Two thread pools take part in a decode: CTranslate2's intra-op threads (``--cpu-threads``) and
+numpy's BLAS, which computes each window's mel filterbank. OpenBLAS starts one thread per core
+and its idle threads spin after each call, so a process can burn a second core while its
+decode runs on one. This decodes real windows of 2 s and 8 s (greedy, no prefix: a window's
+own cost) with numpy's BLAS at one thread per core (as numpy starts) and at one (as the engine
+sets it), for 1 and 2 intra-op threads, and records process CPU time and wall time per decode.
+
+``python -m bench.threads [--name NAME] [--windows 6]``
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+from .accuracy import RESULTS, items
+from .harness import machine
+
+SECONDS = (2, 8)
+
+
+def measure(windows: int) -> dict[str, object]:
+    from threadpoolctl import threadpool_limits
+
+    from whisperwire.server.decoding import DecodeRequest
+    from whisperwire.server.engine import Engine, EngineOptions
+
+    audio = [i for i in items() if "en-01" in i.name][0].audio
+    cores = os.cpu_count() or 1
+    rows = []
+    for intra in (1, 2):
+        e = Engine(EngineOptions(cpu_threads=intra))
+        e.load()  # leaves numpy's BLAS one thread
+        for blas in (cores, 1):
+            with threadpool_limits(blas, user_api="blas"):
+                for sec in SECONDS:
+                    cpu, wall = [], []
+                    for w in range(windows + 1):  # the first is a warm-up
+                        a = audio[(20 + 5 * w) * 16000:][: sec * 16000].copy()
+                        c, t = time.process_time(), time.perf_counter()
+                        e.decode_batch([DecodeRequest(id=w + 1, audio=a, offset=0.0)])
+                        if w:
+                            cpu.append(time.process_time() - c)
+                            wall.append(time.perf_counter() - t)
+                    rows.append({"intra_threads": intra, "blas_threads": blas, "window_s": sec,
+                                 "cpu_ms": round(1000 * statistics.median(cpu), 1),
+                                 "wall_ms": round(1000 * statistics.median(wall), 1)})
+    return {"machine": machine(), "windows": windows, "rows": rows}
+
+
+def markdown(name: str, res: dict) -> str:
+    lines = [f"# {name}", "",
+             f"One greedy decode (no prefix, no prompt) of {res['windows']} windows of real/en-01 "
+             "per length (tiny.en int8, one process, one decode at a time): median process CPU "
+             "time and wall time per decode.", "",
+             "| intra-op threads | numpy BLAS threads | window s | CPU ms | wall ms | CPU / wall |",
+             "|---|---|---|---|---|---|"]
+    for r in res["rows"]:
+        lines.append(f"| {r['intra_threads']} | {r['blas_threads']} | {r['window_s']} | "
+                     f"{r['cpu_ms']} | {r['wall_ms']} | {r['cpu_ms'] / r['wall_ms']:.2f} |")
+    lines += ["", f"Machine: {res['machine']}"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m bench.threads", description=__doc__)
+    p.add_argument("--name", default="threads")
+    p.add_argument("--windows", type=int, default=6)
+    p.add_argument("--out", type=Path, default=RESULTS)
+    a = p.parse_args(argv)
+    res = measure(a.windows)
+    a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / f"{a.name}.json").write_text(json.dumps(res, indent=1) + "\n")
+    md = markdown(a.name, res)
+    (a.out / f"{a.name}.md").write_text(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
