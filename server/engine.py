@@ -48,7 +48,8 @@ class EngineOptions:
     cpu_threads: int = 0  # intra-op threads per decode worker; 0: the cores shared out
     # batches decoded at once against the one model (see the module docstring); 0: one per
     # core on CPU (see decode_threads), one on a GPU. Each CTranslate2 replica fills a working
-    # set of its own (~60 MiB, level after ~5 min in a 20-min soak)
+    # set of its own: one session's RSS went 241 -> 352 MiB in 15 min with two, still stepping
+    # up at minute 14, against 250 -> 264 MiB (flat from minute 7) with one (bench.soak)
     workers: int = 0
     max_batch: int = 8
     # partial decodes are greedy: beam 5 gave 1.3 points less WER on the LJ stream but final
@@ -106,7 +107,7 @@ class EngineStats:
     calls: int = 0
 
 
-MAX_CPU_WORKERS = 4  # beyond that, the cores are shared out among four decodes
+MAX_CPU_WORKERS = 4  # beyond that, the cores are divided among four decodes (rounded down)
 
 
 def one_blas_thread() -> None:
@@ -122,10 +123,19 @@ def one_blas_thread() -> None:
     threadpool_limits(1, user_api="blas")
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, e.g. ``taskset`` or a cpuset)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def decode_threads(opt: EngineOptions, cores: int, device: str = "cpu") -> tuple[int, int]:
     """How many batches run at once, and CTranslate2's intra-op threads for each.
 
-    On CPU, one single-threaded decode per core (up to ``MAX_CPU_WORKERS``): Whisper's small
+    On CPU, one single-threaded decode per core, up to ``MAX_CPU_WORKERS`` (beyond, the cores
+    divided among them, rounded down: 6 cores give 4 decodes of one thread): Whisper's small
     matrices keep one thread busy and a second mostly waiting, so two single-threaded decodes
     side by side beat one two-threaded decode in wall time, CPU time and streams held
     (bench/results/threads.md, cpu-tiny-capacity-dw2-blas1.md). A GPU decodes one batch at a
@@ -206,7 +216,7 @@ class Engine:
         self.build = choice.build
         path = resolve_model(self.opt.model)
         t0 = time.perf_counter()
-        self.workers, threads = decode_threads(self.opt, os.cpu_count() or 1, device)
+        self.workers, threads = decode_threads(self.opt, usable_cores(), device)
         self._wm = WhisperModel(
             path,
             device=device,

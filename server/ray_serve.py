@@ -42,8 +42,8 @@ def _env(name: str, default: str) -> str:
 
 def config_from_env() -> ServerConfig:
     """The replica's settings: ``WHISPERWIRE_MODEL`` (embedded tiny.en), ``_DEVICE`` (auto),
-    ``_COMPUTE_TYPE`` (auto), ``_CPU_THREADS`` (0: what the replica may use),
-    ``_DECODE_WORKERS`` (0: auto), ``_MAX_SESSIONS`` (per replica), ``_TOKEN_FILE`` (as
+    ``_COMPUTE_TYPE`` (auto), ``_CPU_THREADS`` and ``_DECODE_WORKERS`` (0: the engine's rule
+    for the node's cores, not the replica's ``num_cpus``: set both to match it), ``_MAX_SESSIONS`` (per replica), ``_TOKEN_FILE`` (as
     ``serve --token-file``), ``_RETENTION_MINUTES``."""
     token_file = _env("TOKEN_FILE", "")
     return ServerConfig(

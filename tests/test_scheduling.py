@@ -35,6 +35,7 @@ def test_decode_threads_rule():
     # on CPU one single-threaded decode per core, up to four sharing the cores out
     assert decode_threads(EngineOptions(), 1) == (1, 1)
     assert decode_threads(EngineOptions(), 2) == (2, 1)
+    assert decode_threads(EngineOptions(), 6) == (4, 1)
     assert decode_threads(EngineOptions(), 8) == (4, 2)
     # a GPU decodes one batch at a time
     assert decode_threads(EngineOptions(), 8, "cuda") == (1, 8)
