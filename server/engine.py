@@ -48,8 +48,8 @@ class EngineOptions:
     cpu_threads: int = 0  # intra-op threads per decode worker; 0: the cores shared out
     # batches decoded at once against the one model (see the module docstring); 0: one per
     # core on CPU (see decode_threads), one on a GPU. Each CTranslate2 replica fills a working
-    # set of its own: one session's RSS went 241 -> 352 MiB in 15 min with two, still stepping
-    # up at minute 14, against 250 -> 264 MiB (flat from minute 7) with one (bench.soak)
+    # set of its own: one session's RSS went 231 -> 352 MiB in 13 min with two and stayed at
+    # 352-354 MiB to minute 30, against 250 -> 264 MiB (flat from minute 7) with one (bench.soak)
     workers: int = 0
     max_batch: int = 8
     # partial decodes are greedy: beam 5 gave 1.3 points less WER on the LJ stream but final

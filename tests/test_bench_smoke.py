@@ -39,8 +39,8 @@ def test_soak_short(tmp_path):
 
     One decode worker: each CTranslate2 replica fills a working set of its own for minutes
     (the default two on 2 cores grew 9 % and 12 % from the second quarter to the last in two
-    one-minute runs, and still stepped up at minute 14 of bench/results/soak-15m-2workers.md),
-    which a one-minute run cannot tell from a leak; longer soaks watch that default."""
+    one-minute runs, and level at 352-354 MiB from minute 13 to 30 of
+    bench/results/soak-30m-2workers.md), which a one-minute run cannot tell from a leak."""
     from bench import soak
 
     o = soak.soak(minutes=1.0, every=2.0, server_args=("--decode-workers", "1"))
