@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import platform
 import socket
@@ -25,6 +26,14 @@ CLK = os.sysconf("SC_CLK_TCK")
 
 # where every bench command writes its results file
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def save_results(where: Path, name: str, data: object, md: str) -> None:
+    """``name``.json and ``name``.md in ``where``; the table is printed too."""
+    where.mkdir(parents=True, exist_ok=True)
+    (where / f"{name}.json").write_text(json.dumps(data, indent=1))
+    (where / f"{name}.md").write_text(md)
+    print(md)
 
 
 def free_port() -> int:

@@ -11,7 +11,6 @@ policy that shortens or drops the prefix can be priced before it is built.
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from .accuracy import RESULTS, items
-from .harness import machine
+from .harness import machine, save_results
 
 WINDOW_S = 9.0  # a step window: 8 s of committed context and the new speech
 NEW_TOKENS = 8  # what a step decode writes after the prefix, about
@@ -77,8 +76,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=RESULTS)
     a = p.parse_args(argv)
     res = measure(a.windows, a.reps, [0, 10, 20, 30, 40])
-    a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / f"{a.name}.json").write_text(json.dumps(res, indent=1))
     lines = [f"# {a.name}", "",
              f"One greedy generate of {NEW_TOKENS} new tokens on {res['windows']} windows of "
              f"{WINDOW_S:.0f} s of real/en-01 (tiny.en int8, median of {a.reps} runs per "
@@ -89,8 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {k} | {r.get('prefix', '')} | {r.get('previous', '')} |")
     m = res["machine"]
     lines += ["", f"Machine: {m}"]
-    (a.out / f"{a.name}.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    save_results(a.out, a.name, res, "\n".join(lines) + "\n")
     return 0
 
 

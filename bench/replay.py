@@ -162,11 +162,11 @@ def stream_options(settings: list[str]) -> StreamOptions:
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
-    import json
 
     from whisperwire.server.engine import EngineOptions
 
     from .accuracy import RESULTS, items
+    from .harness import save_results
 
     p = argparse.ArgumentParser(prog="python -m bench.replay",
                                 description="the session policy on the corpus, in process")
@@ -188,11 +188,7 @@ def main(argv: list[str] | None = None) -> int:
               if not only or any(x in it.name for x in only)]
     o = sweep(engine, chosen, [float(x) for x in a.offsets.split(",")], a.mode,
               stream=stream_options(a.set))
-    a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / f"{a.name}.json").write_text(json.dumps(o, indent=1))
-    md = markdown(a.name, o)
-    (a.out / f"{a.name}.md").write_text(md)
-    print(md)
+    save_results(a.out, a.name, o, markdown(a.name, o))
     return 0
 
 

@@ -12,44 +12,47 @@ sets it), for 1 and 2 intra-op threads, and records process CPU time and wall ti
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
 import time
 from pathlib import Path
 
 from .accuracy import RESULTS, items
-from .harness import machine
+from .harness import machine, save_results
 
 SECONDS = (2, 8)
+
+
+def _per_decode(e, audio, sec: int, windows: int) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    """Median process CPU and wall ms of one greedy decode of ``sec`` seconds, over
+    ``windows`` windows after a warm-up."""
+    from whisperwire.server.decoding import DecodeRequest
+
+    cpu, wall = [], []
+    for w in range(windows + 1):  # the first is a warm-up
+        a = audio[(20 + 5 * w) * 16000:][: sec * 16000].copy()
+        c, t = time.process_time(), time.perf_counter()
+        e.decode_batch([DecodeRequest(id=w + 1, audio=a, offset=0.0)])
+        if w:
+            cpu.append(time.process_time() - c)
+            wall.append(time.perf_counter() - t)
+    return round(1000 * statistics.median(cpu), 1), round(1000 * statistics.median(wall), 1)
 
 
 def measure(windows: int) -> dict[str, object]:
     from threadpoolctl import threadpool_limits
 
-    from whisperwire.server.decoding import DecodeRequest
-    from whisperwire.server.engine import Engine, EngineOptions
+    from whisperwire.server.engine import Engine, EngineOptions, usable_cores
 
     audio = [i for i in items() if "en-01" in i.name][0].audio
-    cores = os.cpu_count() or 1
     rows = []
     for intra in (1, 2):
         e = Engine(EngineOptions(cpu_threads=intra))
         e.load()  # leaves numpy's BLAS one thread
-        for blas in (cores, 1):
+        for blas, sec in [(b, s) for b in (usable_cores(), 1) for s in SECONDS]:
             with threadpool_limits(blas, user_api="blas"):
-                for sec in SECONDS:
-                    cpu, wall = [], []
-                    for w in range(windows + 1):  # the first is a warm-up
-                        a = audio[(20 + 5 * w) * 16000:][: sec * 16000].copy()
-                        c, t = time.process_time(), time.perf_counter()
-                        e.decode_batch([DecodeRequest(id=w + 1, audio=a, offset=0.0)])
-                        if w:
-                            cpu.append(time.process_time() - c)
-                            wall.append(time.perf_counter() - t)
-                    rows.append({"intra_threads": intra, "blas_threads": blas, "window_s": sec,
-                                 "cpu_ms": round(1000 * statistics.median(cpu), 1),
-                                 "wall_ms": round(1000 * statistics.median(wall), 1)})
+                cpu, wall = _per_decode(e, audio, sec, windows)
+            rows.append({"intra_threads": intra, "blas_threads": blas, "window_s": sec,
+                         "cpu_ms": cpu, "wall_ms": wall})
     return {"machine": machine(), "windows": windows, "rows": rows}
 
 
@@ -76,11 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=RESULTS)
     a = p.parse_args(argv)
     res = measure(a.windows)
-    a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / f"{a.name}.json").write_text(json.dumps(res, indent=1) + "\n")
-    md = markdown(a.name, res)
-    (a.out / f"{a.name}.md").write_text(md)
-    print(md)
+    save_results(a.out, a.name, res, markdown(a.name, res))
     return 0
 
 
