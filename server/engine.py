@@ -422,15 +422,12 @@ class Engine:
 
     def _decode_group(self, plan: _Plan, reqs: list[DecodeRequest], prev: list[list[int]]
                       ) -> list[DecodeResult]:
-        import ctranslate2
         from faster_whisper.transcribe import get_compression_ratio
 
         t0 = time.perf_counter()
         feats = np.stack([self._features(r.audio, plan.frames) for r in reqs])
         t1 = time.perf_counter()
-        enc = self._wm.model.encode(
-            ctranslate2.StorageView.from_array(np.ascontiguousarray(feats)), to_cpu=False
-        )
+        enc, encs = self._encode(feats)
         t2 = time.perf_counter()
         self._count(features_seconds=t1 - t0, encode_seconds=t2 - t1)
         langs, probs = self._languages(reqs, enc)
@@ -451,12 +448,14 @@ class Engine:
             tokens, avg_lp, nsp = g
             if plan.fallback and self._needs_fallback(t, tokens, avg_lp, nsp):
                 self._count(fallbacks=1)
-                tokens, avg_lp = self._fallback(feats[i], prompts[i], t, tokens, avg_lp, plan)
+                own = encs[i] if encs else self._encode(feats[i : i + 1])[0]
+                tokens, avg_lp = self._fallback(own, prompts[i], t, tokens, avg_lp, plan)
             results.append((tokens, avg_lp, nsp))
         # results hold prefix + new tokens: align them all (the prefix anchors the timing),
         # then keep the words after the prefix
         t3 = time.perf_counter()
-        words = self._words(enc, toks, [r[0] for r in results], [len(x) for x in pre], reqs)
+        words = self._words(encs or [enc], toks, [r[0] for r in results], [len(x) for x in pre],
+                            reqs)
         self._count(generate_seconds=t3 - t2, align_seconds=time.perf_counter() - t3)
         out = []
         for (tokens, avg_lp, nsp), t, w, lang, x, lp in zip(results, toks, words, langs, pre, probs):
@@ -464,6 +463,31 @@ class Engine:
             cr = get_compression_ratio(t.decode(tokens).strip())
             out.append(DecodeResult(tuple(w), text, nsp, avg_lp, cr, lang, lp))
         return out
+
+    def _encode(self, feats: np.ndarray) -> tuple[Any, list[Any] | None]:
+        """The encoder's output for a batch of windows, and on CPU each window's own.
+
+        On CPU only ``generate`` runs batched: the encoder and the alignment run one window at
+        a time, and their outputs are stacked for ``generate``. Batched, a 9.5 s window's
+        encoder pass cost 1.5x as much CPU from four windows on and its alignment 1.5-1.7x,
+        while ``generate`` cost 0.65x at two and 0.46-0.49x at four to eight
+        (bench/results/batching.md). A window's encoder output and word timings are then the
+        same as when it is decoded alone; aligned in a batch of eight, timings moved by a few
+        ms. A GPU encodes the batch at once."""
+        import ctranslate2
+
+        def encode(x: np.ndarray) -> Any:
+            return self._wm.model.encode(
+                ctranslate2.StorageView.from_array(np.ascontiguousarray(x)), to_cpu=False)
+
+        if len(feats) == 1:
+            enc = encode(feats)
+            return enc, [enc]
+        if self.device != "cpu":
+            return encode(feats), None
+        encs = [encode(feats[i : i + 1]) for i in range(len(feats))]
+        return ctranslate2.StorageView.from_array(
+            np.concatenate([np.asarray(x) for x in encs])), encs
 
     def _languages(self, reqs: list[DecodeRequest], enc: Any
                    ) -> tuple[list[str | None], list[float]]:
@@ -517,15 +541,13 @@ class Engine:
         return cr > o.compression_ratio_threshold or avg_lp < o.logprob_threshold
 
     def _fallback(
-        self, feats: np.ndarray, prompt: list[int], tok: Any, tokens: list[int], avg_lp: float,
+        self, enc: Any, prompt: list[int], tok: Any, tokens: list[int], avg_lp: float,
         plan: _Plan,
     ) -> tuple[list[int], float]:
-        """Whisper's temperature fallback for one item whose greedy decode looped or was
-        unsure; the least repetitive, most likely candidate wins."""
-        import ctranslate2
+        """Whisper's temperature fallback for one item (``enc``: its encoder output) whose
+        greedy decode looped or was unsure; the least repetitive, most likely candidate wins."""
         from faster_whisper.transcribe import get_compression_ratio
 
-        enc = self._wm.model.encode(ctranslate2.StorageView.from_array(feats[None]), to_cpu=False)
         cands = [(tokens, avg_lp)]
         for temp in self.opt.temperatures[1:]:
             toks, lp, nsp = self._generate(enc, [prompt], temp, plan)[0]
@@ -537,22 +559,28 @@ class Engine:
 
     def _words(
         self,
-        enc: Any,
+        encs: list[Any],
         toks: list[Any],
         tokens: list[list[int]],
         n_prefix: list[int],
         reqs: list[DecodeRequest],
     ) -> list[list[Word]]:
         """Word timings for each item's tokens; words made only of the first ``n_prefix``
-        tokens (the forced prefix) are left out."""
+        tokens (the forced prefix) are left out. ``encs``: each item's encoder output, aligned
+        one by one, or the batch's as one (see :meth:`_encode`)."""
         from faster_whisper.transcribe import merge_punctuations
 
         text_tokens = [[x for x in ts if x < t.eot] for ts, t in zip(tokens, toks)]
         if not any(text_tokens):
             return [[] for _ in reqs]
         num_frames = [max(1, int(r.duration * FRAMES_PER_SECOND)) for r in reqs]
-        # one tokenizer's sot_sequence serves the batch: alignment heads do not depend on it
-        aligned = self._wm.find_alignment(toks[0], text_tokens, enc, num_frames)
+        # one tokenizer's sot_sequence serves a batch: alignment heads do not depend on it
+        if len(encs) == len(reqs):
+            aligned = [self._wm.find_alignment(t, [x], e, [n]) if x else [[]]
+                       for t, x, e, n in zip(toks, text_tokens, encs, num_frames)]
+            aligned = [a[0] for a in aligned]
+        else:
+            aligned = self._wm.find_alignment(toks[0], text_tokens, encs[0], num_frames)
         out = []
         for al, skip, tok in zip(aligned, n_prefix, toks):
             merge_punctuations(al, "\"'“¿([{-", "\"'.。,，!！?？:：”)]}、")
