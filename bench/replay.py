@@ -20,7 +20,7 @@ import numpy as np
 
 from whisperwire.server import wire
 from whisperwire.server.decoding import DecodeRequest
-from whisperwire.server.engine import Engine
+from whisperwire.server.engine import Engine, EngineOptions
 from whisperwire.server.session import StreamOptions, StreamSession
 from whisperwire.server.vad import VadOptions, VadSegmenter, webrtc_classifier
 
@@ -146,24 +146,36 @@ def markdown(name: str, o: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def stream_options(settings: list[str]) -> StreamOptions:
-    """``["commit_probability=0.3", ...]`` as StreamOptions (each value in its field's type)."""
+def _settings(cls: type, settings: list[str], base: object) -> object:
+    """The ``OPTION=VALUE`` items that name a field of dataclass ``cls``, applied to ``base``
+    (each value in its field's type)."""
     from dataclasses import fields, replace
 
-    types = {f.name: type(getattr(StreamOptions(), f.name)) for f in fields(StreamOptions)}
+    types = {f.name: type(getattr(base, f.name)) for f in fields(cls)}
     kw: dict = {}
     for item in settings:
         key, _, value = item.partition("=")
-        if key not in types:
-            raise SystemExit(f"--set {item}: StreamOptions has no field {key!r}")
-        kw[key] = value.lower() in ("1", "true", "yes") if types[key] is bool else types[key](value)
-    return replace(StreamOptions(), **kw)
+        if key in types:
+            kw[key] = value.lower() in ("1", "true", "yes") if types[key] is bool \
+                else types[key](value)
+    return replace(base, **kw)
+
+
+def options(settings: list[str], engine: EngineOptions) -> tuple[StreamOptions, EngineOptions]:
+    """``["commit_probability=0.3", "prompt_tokens=32", ...]``: fields of StreamOptions or of
+    EngineOptions, applied to the defaults and to ``engine``."""
+    from dataclasses import fields
+
+    known = {f.name for f in fields(StreamOptions)} | {f.name for f in fields(EngineOptions)}
+    for item in settings:
+        if item.partition("=")[0] not in known:
+            raise SystemExit(f"--set {item}: neither StreamOptions nor EngineOptions has it")
+    return (_settings(StreamOptions, settings, StreamOptions()),  # type: ignore[return-value]
+            _settings(EngineOptions, settings, engine))
 
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
-
-    from whisperwire.server.engine import EngineOptions
 
     from .accuracy import RESULTS, items
     from .harness import save_results
@@ -178,16 +190,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="embedded",
                    help="as for whisperwire serve; a multilingual one (base) adds zh/")
     p.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE",
-                   help="a StreamOptions field for this sweep (a policy to try), repeatable")
+                   help="a StreamOptions or EngineOptions field for this sweep (a policy "
+                        "to try), repeatable")
     p.add_argument("--out", type=Path, default=RESULTS)
     a = p.parse_args(argv)
     only = [x for x in a.only.split(",") if x]
-    engine = Engine(EngineOptions(model=a.model, cpu_threads=a.threads))
+    stream, engine_opt = options(a.set, EngineOptions(model=a.model, cpu_threads=a.threads))
+    engine = Engine(engine_opt)
     engine.load()
     chosen = [it for it in items(multilingual="zh" in engine.languages)
               if not only or any(x in it.name for x in only)]
     o = sweep(engine, chosen, [float(x) for x in a.offsets.split(",")], a.mode,
-              stream=stream_options(a.set))
+              stream=stream)
     save_results(a.out, a.name, o, markdown(a.name, o))
     return 0
 

@@ -71,7 +71,9 @@ def test_replay_sweep_scores_each_offset(tmp_path):
     assert all(0 < r["final_p50"] <= r["final_p95"] < 10 for r in runs)
     assert o["real_weighted_wer"] is None  # no real/ file in this sweep
     assert "| jfk |" in replay.markdown("t", o)
-    opts = replay.stream_options(["commit_probability=0.3", "step_ms=750", "draft_partials=true"])
+    opts, eng = replay.options(["commit_probability=0.3", "step_ms=750", "draft_partials=true",
+                                "prompt_tokens=32"], EngineOptions(cpu_threads=1))
     assert (opts.commit_probability, opts.step_ms, opts.draft_partials) == (0.3, 750, True)
+    assert (eng.prompt_tokens, eng.cpu_threads) == (32, 1)
     with pytest.raises(SystemExit):
-        replay.stream_options(["no_such_option=1"])
+        replay.options(["no_such_option=1"], EngineOptions())

@@ -83,3 +83,56 @@ def test_a_loaded_engine_leaves_numpy_one_blas_thread(engine):
     blas = [x for x in threadpool_info() if x["user_api"] == "blas"]
     assert blas, "numpy's BLAS not found"
     assert all(x["num_threads"] == 1 for x in blas), blas
+
+
+def test_a_batch_holds_one_shape_and_idle_workers_share_the_windows():
+    """Windows of other shapes (encoder length, prompt length, ...) do not share a CTranslate2
+    call: in one batch they ran one after another on one worker while another was idle."""
+    waiting = [req(1, False), req(2, False), req(3, False), req(4, False), req(5, False)]
+    shape = {1: "a", 2: "b", 3: "a", 4: "a", 5: "b"}.get
+
+    def key(r):  # type: ignore[no-untyped-def]
+        return shape(r.id)
+
+    batch, rest = next_batch(waiting, 8, key)
+    assert [r.id for r, _ in batch] == [1, 3, 4]
+    assert [r.id for r, _ in rest] == [2, 5]
+    # two workers free: each takes half of the windows of the first shape
+    batch, rest = next_batch(waiting, 8, key, idle=2)
+    assert [r.id for r, _ in batch] == [1, 3]
+    assert [r.id for r, _ in rest] == [2, 4, 5]
+    batch, rest = next_batch(rest, 8, key, idle=1)
+    assert [r.id for r, _ in batch] == [2, 5]
+    # careful decodes still go first, in a batch of their own
+    batch, _ = next_batch([req(1, False), req(2, True)], 8, key, idle=2)
+    assert [r.id for r, _ in batch] == [2]
+
+
+async def test_two_windows_at_once_go_to_two_workers():
+    """Two windows that arrive together, with two workers free, decode side by side (each
+    waits for the other at a barrier, which only two decodes at once can pass), not one after
+    the other in one batch."""
+    import asyncio
+    import threading
+
+    from whisperwire.server.engine import Engine, EngineOptions
+
+    barrier = threading.Barrier(2, timeout=20)
+
+    class Meeting(Engine):
+        def decode_batch(self, reqs):  # type: ignore[no-untyped-def]
+            if any(r.id for r in reqs):  # not the warm-up
+                barrier.wait()
+            return super().decode_batch(reqs)
+
+    eng = Meeting(EngineOptions(workers=2, cpu_threads=1, max_batch=8))
+    eng.load()
+    await eng.start()
+    try:
+        res = await asyncio.wait_for(asyncio.gather(
+            eng.decode(DecodeRequest(1, np.zeros(32000, np.float32), 0.0, session="a")),
+            eng.decode(DecodeRequest(2, np.zeros(48000, np.float32), 0.0, session="b",
+                                     prompt="And so"))), 60)
+        assert len(res) == 2 and eng.stats.batches == 3  # the warm-up, then one each
+    finally:
+        await eng.stop()
