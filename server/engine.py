@@ -1,10 +1,11 @@
 """The one owner of the model: loads it, warms it, and decodes windows for every session.
 
 Sessions call ``await engine.decode(request)``. A single scheduler task collects the requests
-that are due from all sessions and decodes up to ``max_batch`` of them in one batch through
-CTranslate2 (``encode`` → ``generate`` → ``align``, the calls faster-whisper's own transcriber
-makes), on one worker thread so the event loop never waits on the model. Each session has at
-most one request out at a time and the queue is first-come first-served, so no session starves.
+that are due from all sessions and decodes up to ``max_batch`` of one shape (see
+:func:`next_batch`) in one batch through CTranslate2 (``encode`` → ``generate`` → ``align``,
+the calls faster-whisper's own transcriber makes), on a worker thread so the event loop never
+waits on the model. Each session has at most one request out at a time and the queue is
+first-come first-served, so no session starves.
 
 Threading: up to ``workers`` batches (on CPU one per core by default) run at once, each on its
 own Python thread, against one loaded model (CTranslate2's ``inter_threads``: the weights are shared), each with ``cpu_threads``
