@@ -146,24 +146,31 @@ def markdown(name: str, o: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _value(default: object, text: str) -> object:
+    """``text`` in the type of a field whose default is ``default``."""
+    if isinstance(default, bool):
+        return text.lower() in ("1", "true", "yes")
+    if isinstance(default, tuple):  # temperatures=0,0.2
+        return tuple(float(x) for x in text.split(","))
+    if default is None:  # an optional name (draft_model)
+        return text
+    return type(default)(text)
+
+
 def _settings(cls: type, settings: list[str], base: object) -> object:
-    """The ``OPTION=VALUE`` items that name a field of dataclass ``cls``, applied to ``base``
-    (each value in its field's type)."""
+    """The ``OPTION=VALUE`` items that name a field of dataclass ``cls``, applied to ``base``."""
     from dataclasses import fields, replace
 
-    types = {f.name: type(getattr(base, f.name)) for f in fields(cls)}
-    kw: dict = {}
-    for item in settings:
-        key, _, value = item.partition("=")
-        if key in types:
-            kw[key] = value.lower() in ("1", "true", "yes") if types[key] is bool \
-                else types[key](value)
+    names = {f.name for f in fields(cls)}
+    kw = {key: _value(getattr(base, key), value)
+          for key, _, value in (item.partition("=") for item in settings) if key in names}
     return replace(base, **kw)
 
 
 def options(settings: list[str], engine: EngineOptions) -> tuple[StreamOptions, EngineOptions]:
     """``["commit_probability=0.3", "prompt_tokens=32", ...]``: fields of StreamOptions or of
-    EngineOptions, applied to the defaults and to ``engine``."""
+    EngineOptions, applied to the defaults and to ``engine``. A name both have (the
+    no-speech, log-probability and compression thresholds) is set in both."""
     from dataclasses import fields
 
     known = {f.name for f in fields(StreamOptions)} | {f.name for f in fields(EngineOptions)}
@@ -191,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="as for whisperwire serve; a multilingual one (base) adds zh/")
     p.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE",
                    help="a StreamOptions or EngineOptions field for this sweep (a policy "
-                        "to try), repeatable")
+                        "to try; a name both have is set in both), repeatable")
     p.add_argument("--out", type=Path, default=RESULTS)
     a = p.parse_args(argv)
     only = [x for x in a.only.split(",") if x]

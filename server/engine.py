@@ -4,8 +4,8 @@ Sessions call ``await engine.decode(request)``. A single scheduler task collects
 that are due from all sessions and decodes up to ``max_batch`` of one shape (see
 :func:`next_batch`) in one batch through CTranslate2 (``encode`` → ``generate`` → ``align``,
 the calls faster-whisper's own transcriber makes), on a worker thread so the event loop never
-waits on the model. Each session has at most one request out at a time and the queue is
-first-come first-served, so no session starves.
+waits on the model. Each session has at most one request out at a time, and the oldest
+waiting window always goes in the next batch (careful ones first), so no session starves.
 
 Threading: up to ``workers`` batches (on CPU one per core by default) run at once, each on its
 own Python thread, against one loaded model (CTranslate2's ``inter_threads``: the weights are shared), each with ``cpu_threads``
@@ -160,14 +160,17 @@ def next_batch(waiting: list, max_batch: int,
     partials should wait, not the finals. A step left waiting goes as soon as no careful
     decode waits (a session has one request out at a time, so careful ones cannot flood).
     A batch holds only windows of the first one's ``key`` (its shape: they share one
-    CTranslate2 call), and with ``idle`` workers free they share them out: windows of other
-    shapes run one after another on one worker while another worker may sit idle.
+    CTranslate2 call; windows of other shapes would run one after another on this worker
+    while another might be free). Where more workers are free than shapes wait, the spare
+    ones share the first shape's windows: two half batches side by side finish sooner than
+    one whole.
     """
     careful = [x for x in waiting if x[0].careful]
     pool = careful or waiting
     k = key(pool[0][0])
     alike = [x for x in pool if key(x[0]) == k]
-    pick = alike[: max(1, min(max_batch, math.ceil(len(alike) / max(1, idle))))]
+    spare = idle - (len({key(x[0]) for x in pool}) - 1)
+    pick = alike[: max(1, min(max_batch, math.ceil(len(alike) / max(1, spare))))]
     chosen = {id(x) for x in pick}
     return pick, [x for x in waiting if id(x) not in chosen]
 
@@ -306,6 +309,7 @@ class Engine:
         free = asyncio.Semaphore(self.workers)
         running: set[asyncio.Task] = set()
         waiting: list[tuple[DecodeRequest, asyncio.Future]] = []
+        keys: dict[int, object] = {}  # batch_key of each waiting request, computed once
         try:
             while True:
                 if not waiting:
@@ -317,8 +321,13 @@ class Engine:
                 if not waiting:
                     free.release()
                     continue
-                batch, waiting = next_batch(waiting, self.opt.max_batch, self.batch_key,
+                keys = {id(r): keys[id(r)] if id(r) in keys else self.batch_key(r)
+                        for r, _ in waiting}
+                batch, waiting = next_batch(waiting, self.opt.max_batch,
+                                            lambda r: keys[id(r)],
                                             idle=self.workers - len(running))
+                for r, _ in batch:
+                    del keys[id(r)]
                 task = asyncio.create_task(self._run_batch(batch))
                 running.add(task)
                 task.add_done_callback(lambda t: (running.discard(t), free.release()))
@@ -369,8 +378,10 @@ class Engine:
         """Decode several windows at once (blocking; call from the worker thread).
 
         Requests are grouped by everything that shapes one item's decode (encoder length,
-        output cap, beam, task, language, prompt length); each group is one CTranslate2 batch.
-        So a window decodes to the same text whoever else is in the batch."""
+        output cap, beam, task, language, prompt length); each group is one ``generate`` call
+        (the scheduler sends one group a batch; a worker pool may send several). On CPU each
+        window is encoded and aligned alone (see :meth:`_encode`). So a window decodes to the
+        same result whoever else is in the batch."""
         if self.draft is not None and any(r.draft for r in reqs):
             return self._route_drafts(reqs)
         # Windows share a CTranslate2 call only with prompts of one length; cutting them to a
@@ -391,10 +402,13 @@ class Engine:
         return out  # type: ignore[return-value]  # every index is in exactly one group
 
     def batch_key(self, r: DecodeRequest) -> object:
-        """Requests with equal keys decode in one CTranslate2 call (see :class:`_Plan`)."""
-        if self._wm is None:
-            return r.id
-        return r.draft, self._plan(r, len(self._previous(r)))
+        """Requests with equal keys decode in one CTranslate2 call (see :class:`_Plan`). A
+        request whose key cannot be made goes alone, and its error reaches it from
+        :meth:`decode_batch`, not the scheduler."""
+        try:
+            return r.draft, self._plan(r, len(self._previous(r)))
+        except Exception:  # noqa: BLE001 - the decode reports it to the one session
+            return "alone", id(r)
 
     def _previous(self, r: DecodeRequest) -> list[int]:
         """The last ``prompt_tokens`` of the request's previous text, as tokens (they do not

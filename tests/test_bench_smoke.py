@@ -72,8 +72,10 @@ def test_replay_sweep_scores_each_offset(tmp_path):
     assert o["real_weighted_wer"] is None  # no real/ file in this sweep
     assert "| jfk |" in replay.markdown("t", o)
     opts, eng = replay.options(["commit_probability=0.3", "step_ms=750", "draft_partials=true",
-                                "prompt_tokens=32"], EngineOptions(cpu_threads=1))
+                                "prompt_tokens=32", "temperatures=0,0.2",
+                                "draft_model=tiny.en"], EngineOptions(cpu_threads=1))
     assert (opts.commit_probability, opts.step_ms, opts.draft_partials) == (0.3, 750, True)
-    assert (eng.prompt_tokens, eng.cpu_threads) == (32, 1)
+    assert (eng.prompt_tokens, eng.cpu_threads, eng.temperatures, eng.draft_model) == (
+        32, 1, (0.0, 0.2), "tiny.en")
     with pytest.raises(SystemExit):
         replay.options(["no_such_option=1"], EngineOptions())

@@ -97,12 +97,18 @@ def test_a_batch_holds_one_shape_and_idle_workers_share_the_windows():
     batch, rest = next_batch(waiting, 8, key)
     assert [r.id for r, _ in batch] == [1, 3, 4]
     assert [r.id for r, _ in rest] == [2, 5]
-    # two workers free: each takes half of the windows of the first shape
+    # two workers free and two shapes waiting: one shape each
     batch, rest = next_batch(waiting, 8, key, idle=2)
-    assert [r.id for r, _ in batch] == [1, 3]
-    assert [r.id for r, _ in rest] == [2, 4, 5]
+    assert [r.id for r, _ in batch] == [1, 3, 4]
     batch, rest = next_batch(rest, 8, key, idle=1)
-    assert [r.id for r, _ in batch] == [2, 5]
+    assert [r.id for r, _ in batch] == [2, 5] and rest == []
+    # more workers free than shapes waiting: the spare ones share the first shape's windows
+    alike = [req(1, False), req(3, False), req(4, False)]
+    batch, rest = next_batch(alike, 8, key, idle=2)
+    assert [r.id for r, _ in batch] == [1, 3]
+    assert [r.id for r, _ in rest] == [4]
+    batch, _ = next_batch(waiting, 8, key, idle=3)  # shapes a and b, and one worker spare
+    assert [r.id for r, _ in batch] == [1, 3]
     # careful decodes still go first, in a batch of their own
     batch, _ = next_batch([req(1, False), req(2, True)], 8, key, idle=2)
     assert [r.id for r, _ in batch] == [2]
