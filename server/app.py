@@ -239,7 +239,8 @@ class WhisperWire:
     async def readyz(self, request: Request) -> JSONResponse:
         problem = self.unready()
         body = {"ready": problem is None, "model": self.engine.model_name,
-                "device": self.engine.device, "compute_type": self.engine.compute_type}
+                "device": self.engine.device, "compute_type": self.engine.compute_type,
+                "decode_workers": self.engine.workers}
         if problem is not None:
             body["reason"] = problem
         return JSONResponse(body, status_code=200 if problem is None else 503)

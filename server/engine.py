@@ -52,6 +52,10 @@ class EngineOptions:
     # set of its own: one session's RSS went 231 -> 352 MiB in 13 min with two and stayed at
     # 352-354 MiB to minute 30, against 250 -> 264 MiB (flat from minute 7) with one (bench.soak)
     workers: int = 0
+    # CPU cores the rule above shares out; 0: those this process may run on (its CPU
+    # affinity). A Ray Serve replica sets its ``num_cpus``: Ray does not pin a replica's
+    # threads, and every replica on a node would otherwise count the whole node
+    cores: int = 0
     max_batch: int = 8
     # partial decodes are greedy: beam 5 gave 1.3 points less WER on the LJ stream but final
     # p50 1.00 s instead of 0.80 s and 0.61 instead of 0.39 CPU-s per audio-s (python -m bench
@@ -233,7 +237,8 @@ class Engine:
         self.build = choice.build
         path = resolve_model(self.opt.model)
         t0 = time.perf_counter()
-        self.workers, threads = decode_threads(self.opt, usable_cores(), device)
+        self.workers, threads = decode_threads(self.opt, self.opt.cores or usable_cores(),
+                                               device)
         self._wm = WhisperModel(
             path,
             device=device,

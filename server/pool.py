@@ -217,6 +217,11 @@ class WorkerPool:
             for w in self._workers)
 
     @property
+    def workers(self) -> int:
+        """Batches decoded at once: one per device."""
+        return len(self._workers)
+
+    @property
     def worker_pids(self) -> list[int]:
         return [w.proc.pid for w in self._workers if w.proc is not None]
 

@@ -31,7 +31,7 @@ from .auth import AuthConfig, load_token_file
 from .cluster_hub import ClusterHub, directory
 from .engine import EngineOptions
 
-__all__ = ["WhisperWire", "app", "config_from_env"]
+__all__ = ["WhisperWire", "app", "config_from_env", "replica_cpus"]
 
 log = logging.getLogger("whisperwire.server")
 
@@ -40,17 +40,29 @@ def _env(name: str, default: str) -> str:
     return os.environ.get(f"WHISPERWIRE_{name}", default)
 
 
+def replica_cpus() -> int:
+    """The CPUs Ray reserved for this replica (its ``num_cpus``, at least 1), or 0 outside a
+    Ray worker."""
+    if not ray.is_initialized():
+        return 0  # (asking the runtime context would start a local Ray instance)
+    try:
+        cpus = float(ray.get_runtime_context().get_assigned_resources().get("CPU", 0.0))
+    except Exception:  # noqa: BLE001 - not in a Ray worker
+        return 0
+    return max(1, int(cpus)) if cpus > 0 else 0
+
+
 def config_from_env() -> ServerConfig:
     """The replica's settings: ``WHISPERWIRE_MODEL`` (embedded tiny.en), ``_DEVICE`` (auto),
     ``_COMPUTE_TYPE`` (auto), ``_CPU_THREADS`` and ``_DECODE_WORKERS`` (0: the engine's rule
-    for the node's cores, not the replica's ``num_cpus``: set both to match it), ``_MAX_SESSIONS`` (per replica), ``_TOKEN_FILE`` (as
-    ``serve --token-file``), ``_RETENTION_MINUTES``."""
+    for the replica's ``num_cpus``, one single-threaded decode per CPU), ``_MAX_SESSIONS``
+    (per replica), ``_TOKEN_FILE`` (as ``serve --token-file``), ``_RETENTION_MINUTES``."""
     token_file = _env("TOKEN_FILE", "")
     return ServerConfig(
         engine=EngineOptions(model=_env("MODEL", "embedded"), device=_env("DEVICE", "auto"),
                              compute_type=_env("COMPUTE_TYPE", "auto"),
                              cpu_threads=int(_env("CPU_THREADS", "0")),
-                             workers=int(_env("DECODE_WORKERS", "0"))),
+                             workers=int(_env("DECODE_WORKERS", "0")), cores=replica_cpus()),
         auth=load_token_file(token_file) if token_file else AuthConfig(),
         max_sessions=int(_env("MAX_SESSIONS", "64")),
         transcript_retention_s=60.0 * float(_env("RETENTION_MINUTES", "60")),

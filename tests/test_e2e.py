@@ -205,6 +205,13 @@ def test_health_endpoints(live_server):
     assert httpx.get(live_server.http + "/healthz").text == "ok"
     r = httpx.get(live_server.http + "/readyz").json()
     assert r["ready"] and r["device"] == "cpu" and r["compute_type"] == "int8"
+    assert r["decode_workers"] == live_server.app.state.engine.workers >= 1
+
+
+def test_outside_ray_the_engine_counts_the_process_cores():
+    from whisperwire.server.ray_serve import replica_cpus
+
+    assert replica_cpus() == 0  # not a Ray worker: EngineOptions.cores stays 0 (affinity)
 
 
 def test_speech_files_exist():

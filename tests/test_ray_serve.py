@@ -255,7 +255,10 @@ def test_health_and_metrics_per_replica(cluster):
     http = cluster["http"]
     assert httpx.get(f"{http}/healthz").text == "ok"
     assert httpx.get(f"{http}/overlay").status_code == 200  # the OBS overlay, from any replica
-    assert httpx.get(f"{http}/readyz").json()["ready"] is True
+    ready = httpx.get(f"{http}/readyz").json()
+    assert ready["ready"] is True
+    # one decode per CPU Ray gave the replica (num_cpus 1), not per core of the machine
+    assert ready["decode_workers"] == 1
     replicas = set()
     for _ in range(20):
         text = httpx.get(f"{http}/metrics").text
@@ -358,7 +361,7 @@ def test_scale_down_finalises_the_drained_replicas_speakers(cluster):
 def _deployment(replicas: int):  # type: ignore[no-untyped-def]
     from whisperwire.server.ray_serve import WhisperWire
 
-    env = {"WHISPERWIRE_CPU_THREADS": "1", "WHISPERWIRE_LEASE_S": str(LEASE_S)}
+    env = {"WHISPERWIRE_LEASE_S": str(LEASE_S)}
     # one code version, as `serve deploy` of an edited config has: a new replica count then
     # scales the running replicas instead of replacing them all
     return WhisperWire.options(num_replicas=replicas, version="test", _internal=True,

@@ -45,6 +45,15 @@ def test_decode_threads_rule():
     assert decode_threads(EngineOptions(workers=3, cpu_threads=2), 2) == (3, 2)
 
 
+def test_an_engine_given_one_core_runs_one_decode():
+    """A Ray Serve replica gives the engine its num_cpus; the machine's cores do not count."""
+    from whisperwire.server.engine import Engine, EngineOptions
+
+    eng = Engine(EngineOptions(cores=1))
+    eng.load()
+    assert eng.workers == 1
+
+
 async def test_two_batches_decode_at_once_on_the_one_model():
     """With two decode workers, a second session's window does not wait for the first one's:
     each decode waits for the other at a barrier, which only two at once can pass."""
