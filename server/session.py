@@ -171,20 +171,33 @@ REREAD_STRETCH_S = 0.05
 
 def _drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str]
                         ) -> tuple[list[Word], list[str]]:
-    """Words that only say the unit before them again, and that Whisper itself doubts or the
-    aligner cannot place: over the silence after an utterance it echoes its last word ("Yummy."
-    then "Yummy.", p=0.44, or p=0.89 squeezed into the window's last instant), where a
+    """Words that only say the unit or two units before them again, and that Whisper itself
+    doubts or the aligner cannot place: over the silence after an utterance it echoes its last
+    word ("Yummy." then "Yummy.", p=0.44, or p=0.89 squeezed into the window's last instant) or
+    its last two ("Ask not. Ask not.", the second "Ask" squeezed to no time, jfk), where a
     speaker's own "no, no" comes out sure and takes time to say."""
     kept_w: list[Word] = []
     kept_k: list[str] = []
-    before = prefix[-1] if prefix else None
-    for w, k in zip(words, keys):
-        if k and k == before and (w.probability < ECHO_PROBABILITY or w.end - w.start < 0.02):
+    i = 0
+    while i < len(words):
+        before = (prefix + kept_k)[-2:]
+        pair = keys[i : i + 2]
+        if len(pair) == 2 and pair == before and any(_squeezed(w) for w in words[i : i + 2]):
+            i += 2
+            continue
+        w, k = words[i], keys[i]
+        if k and before and k == before[-1] and (w.probability < ECHO_PROBABILITY or _squeezed(w)):
+            i += 1
             continue
         kept_w.append(w)
         kept_k.append(k)
-        before = k
+        i += 1
     return kept_w, kept_k
+
+
+def _squeezed(w: Word) -> bool:
+    """The aligner gave the word no time: nothing in the audio says it."""
+    return w.end - w.start < 0.02
 
 
 def _from(words: list[Word], t: float) -> list[Word]:

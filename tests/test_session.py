@@ -584,6 +584,23 @@ def test_a_sure_echo_the_aligner_cannot_place_is_dropped():
     assert [w.word for w in s._accepted_words(req, said, 45.95, 45.02)[0]] == [" Yummy."]
 
 
+def test_a_two_word_echo_the_aligner_cannot_place_is_dropped():
+    """jfk in real time at some start offsets (the browser test saw it in CI): the utterance-end
+    decode of "ask not" says "Ask not. Ask not.", the second "Ask" squeezed to no time at the
+    window's end. A speaker's own "no, no" takes time to say, each word of it."""
+    s = StreamSession(StreamOptions(), energy_vad())
+    req = DecodeRequest(1, np.zeros(int(16000 * 4.95), np.float32), 0.0,
+                        prefix=" And so my fellow Americans.", careful=True, final=True)
+    r = DecodeResult((Word(" Ask", 3.68, 3.90, 0.68), Word(" not.", 3.90, 4.56, 0.70),
+                      Word(" Ask", 4.78, 4.78, 0.91), Word(" not.", 4.78, 4.92, 0.87)),
+                     "", 0.01, -0.2, 1.02)
+    assert [w.word for w in s._accepted_words(req, r, 4.95, 2.12)[0]] == [" Ask", " not."]
+    said = DecodeResult(r.words[:2] + (Word(" Ask", 4.6, 4.75, 0.91),
+                                       Word(" not.", 4.75, 4.92, 0.87)), "", 0.01, -0.2, 1.02)
+    assert [w.word for w in s._accepted_words(req, said, 4.95, 2.12)[0]] == [
+        " Ask", " not.", " Ask", " not."]
+
+
 def test_a_translation_lapsing_into_chinese_is_asked_again_keeping_its_english():
     s = StreamSession(StreamOptions(), energy_vad(), language="zh", task="translate")
     req = DecodeRequest(1, np.zeros(16000 * 4, np.float32), 0.0, language="zh", task="translate",
