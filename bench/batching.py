@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import statistics
 import time
-from pathlib import Path
 
 import numpy as np
 
-from .accuracy import RESULTS, items
-from .harness import machine, save_results
+from .accuracy import items
+from .harness import machine, table_main
 
 SIZES = (1, 2, 4, 8)
 PROMPT_TOKENS = 40
@@ -113,16 +112,7 @@ def markdown(name: str, res: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    p = argparse.ArgumentParser(prog="python -m bench.batching", description=__doc__)
-    p.add_argument("--name", default="batching")
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--out", type=Path, default=RESULTS)
-    a = p.parse_args(argv)
-    res = measure(a.repeats)
-    save_results(a.out, a.name, res, markdown(a.name, res))
-    return 0
+    return table_main(argv, "python -m bench.batching", __doc__, "batching", ("--repeats", 5), measure, markdown)
 
 
 if __name__ == "__main__":

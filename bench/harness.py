@@ -36,6 +36,23 @@ def save_results(where: Path, name: str, data: object, md: str) -> None:
     print(md)
 
 
+def table_main(argv: list[str] | None, prog: str, doc: str | None, name: str,
+               count: tuple[str, int], measure, markdown) -> int:  # type: ignore[no-untyped-def]
+    """The command line of a bench that measures one table: ``--name``, ``--out`` and one
+    count (``count``: its flag and default, handed to ``measure``); writes
+    ``name``.json/.md."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog=prog, description=doc)
+    p.add_argument("--name", default=name)
+    p.add_argument(count[0], type=int, default=count[1], dest="count")
+    p.add_argument("--out", type=Path, default=RESULTS)
+    a = p.parse_args(argv)
+    res = measure(a.count)
+    save_results(a.out, a.name, res, markdown(a.name, res))
+    return 0
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import statistics
 import time
-from pathlib import Path
 
-from .accuracy import RESULTS, items
-from .harness import machine, save_results
+from .accuracy import items
+from .harness import machine, table_main
 
 SECONDS = (2, 8)
 
@@ -71,16 +70,7 @@ def markdown(name: str, res: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    p = argparse.ArgumentParser(prog="python -m bench.threads", description=__doc__)
-    p.add_argument("--name", default="threads")
-    p.add_argument("--windows", type=int, default=6)
-    p.add_argument("--out", type=Path, default=RESULTS)
-    a = p.parse_args(argv)
-    res = measure(a.windows)
-    save_results(a.out, a.name, res, markdown(a.name, res))
-    return 0
+    return table_main(argv, "python -m bench.threads", __doc__, "threads", ("--windows", 6), measure, markdown)
 
 
 if __name__ == "__main__":

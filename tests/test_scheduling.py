@@ -54,10 +54,9 @@ def test_an_engine_given_one_core_runs_one_decode():
     assert eng.workers == 1
 
 
-async def test_two_batches_decode_at_once_on_the_one_model():
-    """With two decode workers, a second session's window does not wait for the first one's:
-    each decode waits for the other at a barrier, which only two at once can pass."""
-    import asyncio
+def meeting_engine(**options):  # type: ignore[no-untyped-def]
+    """A real engine (two decode workers) whose decodes wait for each other at a barrier that
+    only two decodes running at once can pass: it proves two ran side by side."""
     import threading
 
     from whisperwire.server.engine import Engine, EngineOptions
@@ -70,8 +69,17 @@ async def test_two_batches_decode_at_once_on_the_one_model():
                 barrier.wait()
             return super().decode_batch(reqs)
 
-    eng = Meeting(EngineOptions(workers=2, cpu_threads=1, max_batch=1))
+    eng = Meeting(EngineOptions(workers=2, cpu_threads=1, **options))
     eng.load()
+    return eng
+
+
+async def test_two_batches_decode_at_once_on_the_one_model():
+    """With two decode workers, a second session's window does not wait for the first one's:
+    each decode waits for the other at a barrier, which only two at once can pass."""
+    import asyncio
+
+    eng = meeting_engine(max_batch=1)
     assert eng.workers == 2
     await eng.start()
     try:
@@ -128,20 +136,8 @@ async def test_two_windows_at_once_go_to_two_workers():
     waits for the other at a barrier, which only two decodes at once can pass), not one after
     the other in one batch."""
     import asyncio
-    import threading
 
-    from whisperwire.server.engine import Engine, EngineOptions
-
-    barrier = threading.Barrier(2, timeout=20)
-
-    class Meeting(Engine):
-        def decode_batch(self, reqs):  # type: ignore[no-untyped-def]
-            if any(r.id for r in reqs):  # not the warm-up
-                barrier.wait()
-            return super().decode_batch(reqs)
-
-    eng = Meeting(EngineOptions(workers=2, cpu_threads=1, max_batch=8))
-    eng.load()
+    eng = meeting_engine(max_batch=8)
     await eng.start()
     try:
         res = await asyncio.wait_for(asyncio.gather(
