@@ -624,9 +624,8 @@ class Engine:
         num_frames = [max(1, int(r.duration * FRAMES_PER_SECOND)) for r in reqs]
         # one tokenizer's sot_sequence serves a batch: alignment heads do not depend on it
         if len(encs) == len(reqs):
-            aligned = [self._wm.find_alignment(t, [x], e, [n]) if x else [[]]
+            aligned = [self._wm.find_alignment(t, [x], e, [n])[0] if x else []
                        for t, x, e, n in zip(toks, text_tokens, encs, num_frames)]
-            aligned = [a[0] for a in aligned]
         else:
             aligned = self._wm.find_alignment(toks[0], text_tokens, encs[0], num_frames)
         out = []

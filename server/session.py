@@ -681,7 +681,7 @@ class StreamSession:
         # Words the aligner could not place in the audio (two or more at the end squeezed to no
         # duration) were not said: Whisper continues its prompt over silence.
         n = len(out)
-        while n and out[n - 1].end - out[n - 1].start < 0.02:
+        while n and _squeezed(out[n - 1]):
             n -= 1
         if len(out) - n >= 2:
             out = out[:n]
