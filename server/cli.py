@@ -95,6 +95,7 @@ def _serve(args: argparse.Namespace) -> int:
             draft_model=args.draft_model,
         ),
         stream=StreamOptions(step_ms=args.step_ms, overlap_ms=args.overlap_ms,
+                             busy_overlap_ms=args.busy_overlap_ms,
                              holdback_ms=args.holdback_ms,
                              draft_partials=bool(args.draft_model),
                              main_step_ms=args.main_step_ms),
@@ -179,6 +180,9 @@ def _serve_parser(sub) -> None:  # type: ignore[no-untyped-def]
                    help="re-decode after this much new speech")
     s.add_argument("--overlap-ms", type=int, default=StreamOptions.overlap_ms,
                    help="committed audio kept in the window as context")
+    s.add_argument("--busy-overlap-ms", type=int, default=StreamOptions.busy_overlap_ms,
+                   help="... in partial steps while the decoder is saturated (set it to "
+                        "--overlap-ms to keep the full context under load)")
     s.add_argument("--holdback-ms", type=int, default=StreamOptions.holdback_ms,
                    help="words ending this close to the window's end wait for the next decode")
     s.add_argument("--beam-size", type=int, default=EngineOptions.beam_size,

@@ -317,7 +317,7 @@ class ListenConnection:
         was final stays in the transcript."""
         failures = 0
         while True:
-            req = self.session.next_decode()
+            req = self.session.next_decode(busy=self.engine.busy)
             if req is None:
                 if self.phase.input_over and self.session.flushed:
                     return

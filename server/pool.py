@@ -222,6 +222,11 @@ class WorkerPool:
         return len(self._workers)
 
     @property
+    def busy(self) -> bool:
+        """A window waits in a device's queue (see :attr:`.engine.Engine.busy`)."""
+        return any(w.queue.qsize() for w in self._workers if w.queue is not None)
+
+    @property
     def worker_pids(self) -> list[int]:
         return [w.proc.pid for w in self._workers if w.proc is not None]
 

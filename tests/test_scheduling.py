@@ -147,3 +147,44 @@ async def test_two_windows_at_once_go_to_two_workers():
         assert len(res) == 2 and eng.stats.batches == 3  # the warm-up, then one each
     finally:
         await eng.stop()
+
+
+async def test_the_engine_is_busy_while_windows_wait_for_a_worker(monkeypatch):
+    """Sessions shorten their partial steps while the engine is busy: a window waited for a
+    decode worker a moment ago."""
+    import asyncio
+    import threading
+
+    from whisperwire.server import engine as engine_module
+    from whisperwire.server.engine import Engine, EngineOptions
+
+    monkeypatch.setattr(engine_module, "BUSY_HOLD_S", 0.5)
+
+    gate = threading.Event()
+
+    class Gated(Engine):
+        def decode_batch(self, reqs):  # type: ignore[no-untyped-def]
+            if any(r.id for r in reqs):  # not the warm-up
+                gate.wait(20)
+            return super().decode_batch(reqs)
+
+    eng = Gated(EngineOptions(cores=1))
+    eng.load()
+    assert eng.workers == 1 and not eng.busy
+    await eng.start()
+    try:
+        audio = np.zeros(16000, np.float32)
+        first = asyncio.ensure_future(eng.decode(DecodeRequest(1, audio, 0.0, session="a")))
+        await asyncio.sleep(0.3)
+        assert not eng.busy  # one window decoding, none waiting
+        second = asyncio.ensure_future(eng.decode(DecodeRequest(2, audio, 0.0, session="b")))
+        await asyncio.sleep(0.3)
+        assert eng.busy  # the second waits for the only worker
+        gate.set()
+        await asyncio.wait_for(asyncio.gather(first, second), 60)
+        assert eng.busy  # for a moment after
+        await asyncio.sleep(0.6)
+        assert not eng.busy
+    finally:
+        gate.set()
+        await eng.stop()

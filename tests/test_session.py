@@ -59,11 +59,11 @@ def energy_vad() -> VadSegmenter:
     return VadSegmenter(VadOptions(), lambda frame: True)  # energy gate alone decides
 
 
-def drive(session, decoder, audio, chunk=1600, finalize=True, on_req=None):
+def drive(session, decoder, audio, chunk=1600, finalize=True, on_req=None, busy=False):
     events = []
     for i in range(0, len(audio), chunk):
         session.feed_audio(audio[i : i + chunk])
-        while (req := session.next_decode()) is not None:
+        while (req := session.next_decode(busy=busy)) is not None:
             if on_req and on_req(req) is False:
                 session.failed(req.id)
                 continue
@@ -139,6 +139,31 @@ def test_windows_stay_bounded_and_skip_committed_audio():
     # step for the whole utterance
     decoded = sum(r.duration for r in dec.requests)
     assert decoded < (opt.overlap_ms + 2000) / opt.step_ms * len(audio) / SR
+
+
+def test_a_busy_decoder_gets_shorter_partial_steps_and_every_word():
+    """Under load (the engine says it is busy) partial steps keep ``busy_overlap_ms`` of
+    committed context instead of ``overlap_ms``: each costs less, so more streams keep their
+    finals in time. Careful decodes keep their context, and no word is lost."""
+    audio, truth = make_stream(120)  # one 60 s utterance
+    opt = StreamOptions()
+    runs = {}
+    for busy in (False, True):
+        dec = ScriptedDecoder(truth)
+        ev = drive(StreamSession(opt, energy_vad()), dec, audio, busy=busy)
+        assert " ".join(x.text for x in finals(ev)).split() == [w[0] for w in truth]
+        runs[busy] = dec.requests
+    word = 0.5  # a word and its gap
+    steps = [r for r in runs[True] if not r.careful]
+    # committed context: the prefix starts within busy_overlap_ms of the committed end
+    assert max(len(r.prefix.split()) for r in steps) * word <= opt.busy_overlap_ms / 1000 + word
+    assert max(len(r.prefix.split()) for r in runs[False] if not r.careful) * word > (
+        opt.busy_overlap_ms / 1000 + word)
+    assert sum(r.duration for r in steps) < 0.75 * sum(
+        r.duration for r in runs[False] if not r.careful)
+    careful = [r for r in runs[True] if r.careful]
+    assert careful and max(len(r.prefix.split()) for r in careful) * word > (
+        opt.busy_overlap_ms / 1000 + word)
 
 
 def test_finalize_mid_utterance_flushes_everything_heard():
