@@ -52,11 +52,12 @@ def modelled_cost(req: DecodeRequest) -> float:
 def replay(engine: Engine, audio: np.ndarray, mode: str = "realtime",
            stream: StreamOptions | None = None, vad: VadOptions | None = None,
            language: str | None = None, speed: float = 1.0,
-           cost: Callable[[DecodeRequest], float] | None = None) -> Replay:
+           cost: Callable[[DecodeRequest], float] | None = None, busy: bool = False) -> Replay:
     """Stream ``audio`` (16 kHz float32) through a session; ``speed`` scales the virtual clock
     in realtime mode (2.0: the speaker talks twice as fast as real time). ``cost`` charges each
     decode a modelled time instead of its measured one (see :func:`modelled_cost`), so that a
-    policy compares with itself on a busy machine."""
+    policy compares with itself on a busy machine. ``busy``: every decode asked for as if the
+    engine were saturated (the finals a stream gets under load)."""
     vo = vad or VadOptions()
     s = StreamSession(stream or StreamOptions(), VadSegmenter(vo, webrtc_classifier(vo.aggressiveness)),
                       language=language)
@@ -74,7 +75,7 @@ def replay(engine: Engine, audio: np.ndarray, mode: str = "realtime",
 
     def drain() -> None:
         nonlocal clock
-        while (req := s.next_decode()) is not None:
+        while (req := s.next_decode(busy=busy)) is not None:
             t0 = time.perf_counter()
             res = engine.decode_batch([req])[0]
             clock += cost(req) if cost is not None else time.perf_counter() - t0
@@ -98,7 +99,7 @@ def replay(engine: Engine, audio: np.ndarray, mode: str = "realtime",
 
 
 def sweep(engine: Engine, items: list, offsets: list[float], mode: str = "realtime",
-          stream: StreamOptions | None = None) -> dict:
+          stream: StreamOptions | None = None, busy: bool = False) -> dict:
     """Replay each item once per start offset (that much silence first) on the modelled clock
     and score the finals. One replay is one draw of a chaotic process (a window that ends a
     little later changes every window after it, and Whisper follows its prompt's style), so
@@ -112,7 +113,7 @@ def sweep(engine: Engine, items: list, offsets: list[float], mode: str = "realti
         for off in offsets:
             audio = np.concatenate([np.zeros(int(off * 16000), np.float32), it.audio])
             r = replay(engine, audio, mode, stream=stream, language=it.language,
-                       cost=modelled_cost)
+                       cost=modelled_cost, busy=busy)
             e = errors(ref, score_units(r.text, it.language))
             lat = np.array(r.latencies) if r.latencies else np.zeros(1)
             runs.append({"offset": off, **e, "final_p50": float(np.median(lat)),
@@ -125,12 +126,14 @@ def sweep(engine: Engine, items: list, offsets: list[float], mode: str = "realti
     real = {k: v for k, v in files.items() if k.startswith("real/")}
     n = sum(v["words"] for v in real.values())
     weighted = sum(v["wer_mean"] * v["words"] for v in real.values()) / n if n else None
-    return {"mode": mode, "offsets": offsets, "files": files, "real_weighted_wer": weighted}
+    return {"mode": mode, "busy": busy, "offsets": offsets, "files": files,
+            "real_weighted_wer": weighted}
 
 
 def markdown(name: str, o: dict) -> str:
     offs = ", ".join(f"{x:.2f}" for x in o["offsets"])
-    lines = [f"# {name}", "", f"Replay on the modelled clock ({o['mode']}), start offsets {offs} s; "
+    mode = o["mode"] + (", as under load" if o.get("busy") else "")
+    lines = [f"# {name}", "", f"Replay on the modelled clock ({mode}), start offsets {offs} s; "
              "WER % of the finals per offset, and their mean.", "",
              "| file | " + " | ".join(f"+{x:.2f} s" for x in o["offsets"])
              + " | mean | repeats | final p50 / worst p95 (s) |",
@@ -199,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE",
                    help="a StreamOptions or EngineOptions field for this sweep (a policy "
                         "to try; a name both have is set in both), repeatable")
+    p.add_argument("--busy", action="store_true",
+                   help="decode as if the engine were saturated: the finals a stream gets "
+                        "under load (partial steps with busy_overlap_ms of context)")
     p.add_argument("--out", type=Path, default=RESULTS)
     a = p.parse_args(argv)
     only = [x for x in a.only.split(",") if x]
@@ -208,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [it for it in items(multilingual="zh" in engine.languages)
               if not only or any(x in it.name for x in only)]
     o = sweep(engine, chosen, [float(x) for x in a.offsets.split(",")], a.mode,
-              stream=stream)
+              stream=stream, busy=a.busy)
     save_results(a.out, a.name, o, markdown(a.name, o))
     return 0
 
