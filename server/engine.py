@@ -194,9 +194,9 @@ class Engine:
         self.build = "cpu"
         self._wm: Any = None
         self._loops: dict[asyncio.AbstractEventLoop, tuple[asyncio.Queue, asyncio.Task]] = {}
-        # windows each scheduler took from its queue and holds for a free worker
-        self._held: dict[asyncio.Queue, int] = {}
-        self._busy_at = -BUSY_HOLD_S  # when a window last waited for a worker
+        # per scheduler: a window it holds waits for a worker to be free
+        self._starved: dict[asyncio.Queue, bool] = {}
+        self._busy_at = -BUSY_HOLD_S  # when a window last stopped waiting for a worker
         self.workers = 1  # batches decoded at once (set by :meth:`load`)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="whisperwire-decode")
         self._stats_lock = threading.Lock()
@@ -210,12 +210,12 @@ class Engine:
 
     @property
     def busy(self) -> bool:
-        """A window waited for a decode worker (none was free) within the last ``BUSY_HOLD_S``:
-        sessions then make their partial steps cheaper (``StreamOptions.busy_overlap_ms``).
-        Held for a while, so that a saturated engine does not flap between the two window
-        sizes from one decode to the next."""
-        if sum(self._held.values()) + sum(q.qsize() for q, _ in self._loops.values()):
-            self._busy_at = time.monotonic()
+        """A window is waiting for a decode worker (none is free), or one did within the last
+        ``BUSY_HOLD_S``: sessions then make their partial steps cheaper
+        (``StreamOptions.busy_overlap_ms``). Held for a while, so that a saturated engine does
+        not flap between the two window sizes from one decode to the next."""
+        if any(list(self._starved.values())):  # (a copy: schedulers on other threads)
+            return True
         return time.monotonic() - self._busy_at < BUSY_HOLD_S
 
     def health(self) -> str | None:
@@ -333,12 +333,16 @@ class Engine:
         try:
             while True:
                 if not waiting:
-                    self._held[queue] = 0
                     waiting.append(await queue.get())
-                self._held[queue] = len(waiting)
-                if free.locked():
-                    self._busy_at = time.monotonic()
-                await free.acquire()
+                if free.locked():  # every worker is decoding: this window waits
+                    self._starved[queue] = True
+                    try:
+                        await free.acquire()
+                    finally:
+                        self._starved[queue] = False
+                        self._busy_at = time.monotonic()
+                else:
+                    await free.acquire()
                 while not queue.empty():
                     waiting.append(queue.get_nowait())
                 waiting = [(r, f) for r, f in waiting if not f.cancelled()]
@@ -352,14 +356,11 @@ class Engine:
                                             idle=self.workers - len(running))
                 for r, _ in batch:
                     del keys[id(r)]
-                self._held[queue] = len(waiting)
-                if waiting:
-                    self._busy_at = time.monotonic()
                 task = asyncio.create_task(self._run_batch(batch))
                 running.add(task)
                 task.add_done_callback(lambda t: (running.discard(t), free.release()))
         finally:
-            self._held.pop(queue, None)
+            self._starved.pop(queue, None)
             for task in running:
                 task.cancel()
 

@@ -19,7 +19,7 @@ from enum import Enum
 from typing import Any, Callable
 
 from .decoding import DecodeRequest, DecodeResult
-from .engine import EngineOptions, EngineStats
+from .engine import BUSY_HOLD_S, EngineOptions, EngineStats
 
 __all__ = ["NoWorkerError", "PoolOptions", "WorkerPool", "WorkerState", "parse_devices"]
 
@@ -119,6 +119,7 @@ class _Worker:
     stats: dict[str, float] = field(default_factory=dict)
     restarts: int = 0
     failed_starts: int = 0
+    decoding: bool = False  # a batch is out on it (windows put in its queue now wait)
 
     @property
     def alive(self) -> bool:
@@ -150,6 +151,7 @@ class WorkerPool:
         self.languages: tuple[str, ...] = ()
         self._base_stats = EngineStats()
         self.loaded = False
+        self._busy_at = -BUSY_HOLD_S  # when windows last waited for a device
 
     # -- lifecycle -------------------------------------------------------------------------
     def _spawn(self, w: _Worker) -> dict[str, Any]:
@@ -223,8 +225,11 @@ class WorkerPool:
 
     @property
     def busy(self) -> bool:
-        """A window waits in a device's queue (see :attr:`.engine.Engine.busy`)."""
-        return any(w.queue.qsize() for w in self._workers if w.queue is not None)
+        """A window waits in the queue of a device that is decoding, or did within the last
+        ``BUSY_HOLD_S`` (as :attr:`.engine.Engine.busy`)."""
+        if any(w.decoding and w.queue is not None and w.queue.qsize() for w in self._workers):
+            self._busy_at = time.monotonic()
+        return time.monotonic() - self._busy_at < BUSY_HOLD_S
 
     @property
     def worker_pids(self) -> list[int]:
@@ -294,7 +299,13 @@ class WorkerPool:
                 batch.append(w.queue.get_nowait())
             batch = [(r, f) for r, f in batch if not f.done()]
             if batch:
-                await self._decode_batch(w, batch)
+                w.decoding = True
+                try:
+                    await self._decode_batch(w, batch)
+                finally:
+                    w.decoding = False
+                    if w.queue.qsize():  # windows waited for this batch
+                        self._busy_at = time.monotonic()
 
     async def _decode_batch(self, w: _Worker, batch: list) -> None:
         loop = asyncio.get_running_loop()

@@ -651,8 +651,8 @@ class StreamSession:
 
     @staticmethod
     def _overlap_start(u: _Run, ms: int) -> int:
-        """Where the first committed word of the last ``ms`` of committed speech starts (0
-        when nothing is committed)."""
+        """Where a window holding the last ``ms`` of committed speech starts: 50 ms before its
+        first committed word (0 when nothing is committed)."""
         committed = u.buffer.committed
         if not committed:
             return 0

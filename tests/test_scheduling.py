@@ -150,15 +150,13 @@ async def test_two_windows_at_once_go_to_two_workers():
 
 
 async def test_the_engine_is_busy_while_windows_wait_for_a_worker(monkeypatch):
-    """Sessions shorten their partial steps while the engine is busy: a window waited for a
-    decode worker a moment ago."""
+    """Sessions shorten their partial steps while the engine is busy: a window waits for a
+    decode worker, or did a moment ago. A window that finds a worker free is no load."""
     import asyncio
     import threading
 
     from whisperwire.server import engine as engine_module
     from whisperwire.server.engine import Engine, EngineOptions
-
-    monkeypatch.setattr(engine_module, "BUSY_HOLD_S", 0.5)
 
     gate = threading.Event()
 
@@ -168,23 +166,27 @@ async def test_the_engine_is_busy_while_windows_wait_for_a_worker(monkeypatch):
                 gate.wait(20)
             return super().decode_batch(reqs)
 
-    eng = Gated(EngineOptions(cores=1))
-    eng.load()
-    assert eng.workers == 1 and not eng.busy
-    await eng.start()
-    try:
-        audio = np.zeros(16000, np.float32)
-        first = asyncio.ensure_future(eng.decode(DecodeRequest(1, audio, 0.0, session="a")))
-        await asyncio.sleep(0.3)
-        assert not eng.busy  # one window decoding, none waiting
-        second = asyncio.ensure_future(eng.decode(DecodeRequest(2, audio, 0.0, session="b")))
-        await asyncio.sleep(0.3)
-        assert eng.busy  # the second waits for the only worker
-        gate.set()
-        await asyncio.wait_for(asyncio.gather(first, second), 60)
-        assert eng.busy  # for a moment after
-        await asyncio.sleep(0.6)
-        assert not eng.busy
-    finally:
-        gate.set()
-        await eng.stop()
+    audio = np.zeros(16000, np.float32)
+    for cores in (2, 1):
+        gate.clear()
+        eng = Gated(EngineOptions(cores=cores))
+        eng.load()
+        assert eng.workers == cores and not eng.busy
+        await eng.start()
+        try:
+            first = [asyncio.ensure_future(eng.decode(DecodeRequest(i, audio, 0.0, session=str(i))))
+                     for i in range(1, cores + 1)]
+            await asyncio.sleep(0.3)
+            assert not eng.busy  # a window on each worker, none waiting
+            last = asyncio.ensure_future(eng.decode(DecodeRequest(9, audio, 0.0, session="9")))
+            await asyncio.sleep(0.3)
+            assert eng.busy  # it waits for a worker
+            gate.set()
+            await asyncio.wait_for(asyncio.gather(*first, last), 60)
+            assert eng.busy  # for a moment after
+            monkeypatch.setattr(engine_module, "BUSY_HOLD_S", 0.0)
+            assert not eng.busy
+            monkeypatch.undo()
+        finally:
+            gate.set()
+            await eng.stop()

@@ -63,7 +63,7 @@ def drive(session, decoder, audio, chunk=1600, finalize=True, on_req=None, busy=
     events = []
     for i in range(0, len(audio), chunk):
         session.feed_audio(audio[i : i + chunk])
-        while (req := session.next_decode(busy=busy)) is not None:
+        while (req := session.next_decode(busy=busy() if callable(busy) else busy)) is not None:
             if on_req and on_req(req) is False:
                 session.failed(req.id)
                 continue
@@ -164,6 +164,12 @@ def test_a_busy_decoder_gets_shorter_partial_steps_and_every_word():
     careful = [r for r in runs[True] if r.careful]
     assert careful and max(len(r.prefix.split()) for r in careful) * word > (
         opt.busy_overlap_ms / 1000 + word)
+    # load that comes and goes between decodes
+    rng = np.random.default_rng(3)
+    dec = ScriptedDecoder(truth)
+    ev = drive(StreamSession(opt, energy_vad()), dec, audio, busy=lambda: rng.random() < 0.5)
+    assert " ".join(x.text for x in finals(ev)).split() == [w[0] for w in truth]
+    assert all(r.duration > 0 for r in dec.requests)
 
 
 def test_finalize_mid_utterance_flushes_everything_heard():
