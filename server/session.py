@@ -56,10 +56,10 @@ class StreamOptions:
     overlap_ms: int = 8000
     # ... and in partial steps while the decoder is saturated (``next_decode(busy=True)``): a
     # shorter window costs less, so more streams keep their finals in time, at the price of
-    # coarser finals under load (4 s on 2 cores: 6 streams held instead of 4; real/ replayed
-    # as if always loaded: 21.1 -> 21.6 % and 23.6 -> 25.3 % WER in its two halves). Careful
-    # decodes (utterance ends, doubted words) keep their context, and one stream never makes
-    # the engine busy.
+    # coarser finals under load (4 s on 2 cores: 5 streams with room and 6 at the edge,
+    # instead of 4 and 5; real/ replayed as if always loaded: 21.1 -> 21.6 % and 23.6 -> 25.3 %
+    # WER in its two halves). Careful decodes (utterance ends, doubted words) keep their
+    # context, and one stream never makes the engine busy.
     busy_overlap_ms: int = 4000
     careful_context_ms: int = 10000  # the same for careful decodes (finals without agreement)
     # A window this long commits all but its last ``stall_keep_ms`` even without agreement: this
