@@ -70,11 +70,19 @@ def handshake_deadline(http: Any, timeout: float) -> Any:
 def graceful_server(app: Any, **kw: Any) -> Any:
     """A uvicorn server for ``app`` that, on SIGTERM/SIGINT, stops accepting and finalises
     every open session (each speaker gets its last finals and ``closed``) before uvicorn closes
-    the sockets; with the app's handshake timeout and frame limit unless ``kw`` says otherwise."""
+    the sockets; with the app's handshake timeout and frame limit unless ``kw`` says otherwise.
+
+    Keepalive pings are sent (proxies see traffic on a quiet viewer's socket) but a missing
+    pong never closes the connection: while a session's backlog is full the app stops reading
+    the socket (``max_backlog_s``), so the client's pong waits behind its own audio, and
+    uvicorn's 20 s ping timeout failed the connection (1011) and lost all the held speech. A
+    dead speaker is found by the session's idle timeout, a dead viewer once sends to it stall
+    (``send_timeout_s``) or its session ends."""
     import uvicorn
 
     from .logs import install_redaction
 
+    kw.setdefault("ws_ping_timeout", None)
     config = getattr(app.state, "config", None)
     if config is not None:
         kw.setdefault("ws_max_size", config.max_frame_bytes)

@@ -54,7 +54,8 @@ def espeak(text: str, rate: int = 16000) -> np.ndarray:
 class LiveServer:
     """The real app under uvicorn (websockets implementation) on 127.0.0.1, port 0."""
 
-    def __init__(self, config=None, engine=None, sndbuf: int | None = None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, config=None, engine=None, sndbuf: int | None = None,  # type: ignore[no-untyped-def]
+                 **uvicorn_kw) -> None:
         import socket
 
         from whisperwire.server.app import create_app
@@ -62,7 +63,7 @@ class LiveServer:
 
         self.app = create_app(config, engine)
         self.server = graceful_server(self.app, host="127.0.0.1", port=0, ws="websockets-sansio",
-                                      log_level="warning", lifespan="on")
+                                      log_level="warning", lifespan="on", **uvicorn_kw)
         sock = socket.socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if sndbuf:  # accepted connections inherit it: lets a test fill a client's pipe quickly

@@ -28,6 +28,38 @@ class SlowEngine(Engine):
         return super().decode_batch(reqs)
 
 
+class StalledEngine(Engine):
+    """The real engine, whose next decode batch first waits ``stall`` seconds (once)."""
+
+    stall = 0.0
+
+    def decode_batch(self, reqs):  # type: ignore[no-untyped-def]
+        wait, self.stall = self.stall, 0.0
+        time.sleep(wait)
+        return super().decode_batch(reqs)
+
+
+@pytest.mark.timeout(180)
+def test_a_speaker_held_back_longer_than_a_keepalive_timeout_keeps_the_connection():
+    """While more than ``max_backlog_s`` waits for the decoder the server stops reading the
+    socket, so the client's answers to the server's keepalive pings wait behind its own audio.
+    A decoder that stalls longer than uvicorn's ping timeout (20 s; on a slow CPU, flat-out
+    input into a loaded server) had the connection failed with 1011 "keepalive ping timeout",
+    and everything held back was lost. Liveness is the app's idle timeout instead."""
+    files = ["LJ001-0001.wav", "LJ001-0002.wav", "LJ001-0003.wav"]
+    audio = np.concatenate([load16k(f) for f in files])
+    ref = " ".join(references()[f] for f in files)
+    cfg = ServerConfig(max_backlog_s=2.0)
+    engine = StalledEngine(cfg.engine)
+    with LiveServer(cfg, engine, ws_ping_interval=0.2) as srv:
+        engine.stall = 21.0
+        params = wire.ListenParams()
+        res = run(stream_chunks(srv.url, paced(s16(audio), params, 0.0), params,
+                                close_timeout=120))
+    assert (res.close_code, res.close_reason) == (1000, "")
+    assert isinstance(res.messages[-1][2], wire.Closed)
+    assert wer(ref, res.text) <= 0.12
+
 
 def test_lag_stays_bounded_and_text_complete():
     files = ["LJ001-0001.wav", "LJ001-0002.wav", "LJ001-0003.wav", "LJ001-0004.wav",
