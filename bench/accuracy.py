@@ -145,7 +145,7 @@ def markdown(out: dict, modes: list[str]) -> str:
     lines = [
         f"# {out['name']}",
         "",
-        f"Machine: {m['cpus']} CPUs ({m['cpu_model']}), CTranslate2 {m['ctranslate2']}. "
+        f"Machine: {m['cpus']} CPUs ({harness.cpu_name(m)}), CTranslate2 {m['ctranslate2']}. "
         f"Model: embedded tiny.en int8. Offline: faster-whisper beam 5 on the whole file. "
         f"realtime: {out['parallel']} stream(s) at a time at real-time pace; flat: one stream "
         f"as fast as the socket takes it; flat4: four flat-out streams at once."

@@ -176,7 +176,7 @@ def markdown(out: dict) -> str:
     lines = [
         f"# {out['name']}",
         "",
-        f"Machine: {m['cpus']} CPUs ({m['cpu_model']}), {m['mem_gib']} GiB, Python {m['python']}, "
+        f"Machine: {m['cpus']} CPUs ({harness.cpu_name(m)}), {m['mem_gib']} GiB, Python {m['python']}, "
         f"CTranslate2 {m['ctranslate2']}. Model: embedded tiny.en int8. max_batch={out['max_batch']}"
         f"{', server args: ' + ' '.join(out['server_args']) if out.get('server_args') else ''}.",
         f"Audio: {len(out['files'])} files, {out['audio_seconds']:.1f} s per stream, real-time pace.",
