@@ -47,7 +47,8 @@ class Saturation:
     """Whether windows wait for a decoder now, or did within the last ``BUSY_HOLD_S``: what
     sessions read as ``busy`` (cheaper partial steps, greedy careful decodes). Held, so that a
     saturated decoder does not flap between two window sizes from one decode to the next.
-    Every waiter (a scheduler, a device's queue) reports its own state."""
+    Each waiter reports under its own key: a scheduler when its window starts and stops
+    waiting, the worker pool when a batch that windows waited behind ends."""
 
     def __init__(self) -> None:
         self._waiting: dict[object, bool] = {}

@@ -304,7 +304,7 @@ class WorkerPool:
                 finally:
                     w.decoding = False
                     if w.queue.qsize():  # windows waited for this batch
-                        self.saturation.waits(w, False)
+                        self.saturation.waits(w.index, False)
 
     async def _decode_batch(self, w: _Worker, batch: list) -> None:
         loop = asyncio.get_running_loop()
