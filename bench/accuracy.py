@@ -120,7 +120,8 @@ def stream_all(srv: harness.ServerProcess, its: list[Item], speed: float, parall
 
 def run(name: str, modes: list[str], parallel: int, threads: int, only: str | None,
         server_args: tuple[str, ...] = ()) -> dict:
-    its = [it for it in items() if not only or only in it.name]
+    parts = [x for x in (only or "").split(",") if x]
+    its = [it for it in items() if not parts or any(x in it.name for x in parts)]
     out: dict = {"name": name, "machine": harness.machine(), "server_args": list(server_args),
                  "parallel": parallel, "files": {}}
     for it in its:

@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--parallel", type=int, default=1,
                    help="real-time streams at a time (1: one stream at a time)")
     a.add_argument("--threads", type=int, default=0, help="offline decoder CPU threads")
-    a.add_argument("--only", default=None, help="files whose name contains this")
+    a.add_argument("--only", default=None, help="comma-separated parts of file names")
     a.add_argument("--server-arg", action="append", default=[])
     a.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
