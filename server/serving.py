@@ -76,8 +76,8 @@ def graceful_server(app: Any, **kw: Any) -> Any:
     pong never closes the connection: while a session's backlog is full the app stops reading
     the socket (``max_backlog_s``), so the client's pong waits behind its own audio, and
     uvicorn's 20 s ping timeout failed the connection (1011) and lost all the held speech. A
-    dead speaker is found by the session's idle timeout, a dead viewer once sends to it stall
-    (``send_timeout_s``) or its session ends."""
+    dead speaker is found by the session's idle timeout (and ``send_timeout_s``); a dead viewer
+    on a quiet channel now only when TCP gives up on the pings (minutes) or the channel expires."""
     import uvicorn
 
     from .logs import install_redaction
