@@ -96,6 +96,7 @@ def _serve(args: argparse.Namespace) -> int:
         ),
         stream=StreamOptions(step_ms=args.step_ms, overlap_ms=args.overlap_ms,
                              busy_overlap_ms=args.busy_overlap_ms,
+                             slow_hold_ms=args.slow_hold_ms,
                              holdback_ms=args.holdback_ms,
                              draft_partials=bool(args.draft_model),
                              main_step_ms=args.main_step_ms),
@@ -183,6 +184,9 @@ def _serve_parser(sub) -> None:  # type: ignore[no-untyped-def]
     s.add_argument("--busy-overlap-ms", type=int, default=StreamOptions.busy_overlap_ms,
                    help="... in partial steps while the decoder is saturated (set it to "
                         "--overlap-ms to keep the full context under load)")
+    s.add_argument("--slow-hold-ms", type=int, default=StreamOptions.slow_hold_ms,
+                   help="... and for this much audio after a stream's own step lagged (more "
+                        "than --step-ms of audio arrived while it decoded; 0: never)")
     s.add_argument("--holdback-ms", type=int, default=StreamOptions.holdback_ms,
                    help="words ending this close to the window's end wait for the next decode")
     s.add_argument("--beam-size", type=int, default=EngineOptions.beam_size,

@@ -61,6 +61,15 @@ class StreamOptions:
     # WER in its two halves). Careful decodes (utterance ends, doubted words) keep their
     # context, and one stream never makes the engine busy.
     busy_overlap_ms: int = 4000
+    # A stream alone is busy too while its own steps cannot keep up: more than ``step_ms`` of
+    # audio arrived while a step decoded (a slow CPU: on an AVX2-only EPYC 8 s steps took ~0.8 s,
+    # and one stream's partials came 1.2 s late, its finals 2.2 s). Its steps then keep
+    # ``busy_overlap_ms`` for the next ``slow_hold_ms`` of audio (there: partials 0.57 s, finals
+    # 1.24 s; bench/results/cpu-tiny-zen1-1stream-slow-hold.md). Counted in samples: a decoder
+    # faster than real-time input never sets it; input faster than real time (a file flat out,
+    # a reconnect's backlog) can, as a busy engine would. Not in two-model mode, where the main
+    # model is slower than the steps by design and the draft gives the partials.
+    slow_hold_ms: int = 2000
     careful_context_ms: int = 10000  # the same for careful decodes (finals without agreement)
     # A window this long commits all but its last ``stall_keep_ms`` even without agreement: this
     # bounds both the cost of a decode and a session's lag when the decoder falls behind.
@@ -328,6 +337,8 @@ class StreamSession:
         self._detect_pending = language in (None, "auto")
         # utterances that ended by here wait for nothing more (``finish``, ``finalize``)
         self._settled = 0
+        self._asked_at = 0  # samples_in when the request in flight was made
+        self._slow_until = 0  # steps are busy until samples_in reaches this (slow_hold_ms)
 
     # -- input ---------------------------------------------------------------------------
     def feed_audio(self, samples: np.ndarray) -> None:
@@ -403,9 +414,10 @@ class StreamSession:
     def next_decode(self, busy: bool = False) -> DecodeRequest | None:
         """The next window to decode, or None while one is out or nothing is due. ``busy``:
         the decoder is saturated, and a partial step keeps only ``busy_overlap_ms`` of
-        committed context."""
+        committed context (also while this stream's own steps lag, ``slow_hold_ms``)."""
         if self._in_flight is not None:
             return None
+        busy = busy or self.samples_in < self._slow_until
         while len(self._utts) > 1 and self._utts[0].idle:
             self._utts.popleft()
         if not self._utts or self._utts[0].idle:
@@ -449,6 +461,7 @@ class StreamSession:
         if not draft:
             u.main_to = end
         self._in_flight = (req, u, kind)
+        self._asked_at = self.samples_in
         return req
 
     def _due(self, u: _Run) -> tuple[int, _Kind] | None:
@@ -521,6 +534,9 @@ class StreamSession:
             raise ValueError(f"no decode request {request_id} is outstanding")
         req, u, kind = self._in_flight
         self._in_flight = None
+        lagged = self.samples_in - self._asked_at > self.opt.samples(self.opt.step_ms)
+        if kind == _Kind.STEP and lagged and not self.opt.draft_partials:
+            self._slow_until = self.samples_in + self.opt.samples(self.opt.slow_hold_ms)
         result = self._in_script(req, result, u)
         unsure = self._note_language(req, result)
         win_end = req.offset + req.duration

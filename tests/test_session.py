@@ -172,6 +172,44 @@ def test_a_busy_decoder_gets_shorter_partial_steps_and_every_word():
     assert all(r.duration > 0 for r in dec.requests)
 
 
+def drive_timed(session, decoder, audio, cost, chunk=1600):
+    """Audio arrives in real time while each decode takes ``cost(request)`` seconds of it
+    (results come back at chunk boundaries: ``chunk`` well under ``step_ms``)."""
+    events, out, ready_at = [], None, 0
+    for i in range(0, len(audio), chunk):
+        session.feed_audio(audio[i : i + chunk])
+        now = i + chunk
+        if out is not None and now >= ready_at:
+            session.decoded(out.id, decoder(out))
+            out = None
+        if out is None and (req := session.next_decode()) is not None:
+            out, ready_at = req, now + int(cost(req) * SR)
+        events += session.events()
+    if out is not None:
+        session.decoded(out.id, decoder(out))
+    return events + drive(session, decoder, np.zeros(0, np.float32))
+
+
+def test_a_stream_whose_own_steps_lag_gets_shorter_steps_and_every_word():
+    """One stream on a CPU too slow for 0.5 s steps over 8 s of context (each took ~0.8 s on an
+    AVX2-only EPYC, so its partials came 1.2 s late): once more than ``step_ms`` of audio
+    arrived while a step decoded, the next steps keep ``busy_overlap_ms`` of context for
+    ``slow_hold_ms`` of audio. A decoder faster than the steps never changes a window."""
+    audio, truth = make_stream(120)  # one 60 s utterance
+    opt = StreamOptions()
+    word = 0.5  # a word and its gap
+    fast = ScriptedDecoder(truth)
+    drive_timed(StreamSession(opt, energy_vad()), fast, audio, lambda r: 0.05 + 0.018 * r.duration)
+    short = opt.busy_overlap_ms / 1000 + word
+    assert all(len(r.prefix.split()) * word > short for r in fast.requests[-20:] if not r.careful)
+    slow = ScriptedDecoder(truth)
+    ev = drive_timed(StreamSession(opt, energy_vad()), slow, audio,
+                     lambda r: 0.1 + 0.08 * r.duration)  # a 9 s window: 0.82 s
+    assert " ".join(x.text for x in finals(ev)).split() == [w[0] for w in truth]
+    steps = [r for r in slow.requests if not r.careful][5:]  # once 8 s of context exist
+    assert sum(len(r.prefix.split()) * word <= short for r in steps) > 0.6 * len(steps)
+
+
 def test_finalize_mid_utterance_flushes_everything_heard():
     audio, truth = make_stream(10, lead_s=0.5)
     cut = int((truth[6][2] + 0.05) * SR)  # stop right after word 6
