@@ -45,7 +45,7 @@ BUSY_HOLD_S = 2.0
 
 class Saturation:
     """Whether windows wait for a decoder now, or did within the last ``BUSY_HOLD_S``: what
-    sessions read as ``busy`` (cheaper partial steps, greedy careful decodes). Held, so that a
+    sessions read as ``busy`` (cheaper partial steps, ``busy_overlap_ms``). Held, so that a
     saturated decoder does not flap between two window sizes from one decode to the next.
     Each waiter reports under its own key: a scheduler when its window starts and stops
     waiting, the worker pool when a batch that windows waited behind ends."""
@@ -235,10 +235,8 @@ class Engine:
 
     @property
     def busy(self) -> bool:
-        """A window is waiting for a decode worker (none is free), or one did within the last
-        ``BUSY_HOLD_S``: sessions then make their partial steps cheaper
-        (``StreamOptions.busy_overlap_ms``). Held for a while, so that a saturated engine does
-        not flap between the two window sizes from one decode to the next."""
+        """A window is waiting for a decode worker (none is free), or one did lately
+        (:class:`Saturation`)."""
         return self.saturation.busy
 
     def health(self) -> str | None:

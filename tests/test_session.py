@@ -194,7 +194,7 @@ def test_a_stream_whose_own_steps_lag_gets_shorter_steps_and_every_word():
     """One stream on a CPU too slow for 0.5 s steps over 8 s of context (each took ~0.8 s on an
     AVX2-only EPYC, so its partials came 1.2 s late): once more than ``step_ms`` of audio
     arrived while a step decoded, the next steps keep ``busy_overlap_ms`` of context for
-    ``slow_hold_ms`` of audio. A decoder faster than the steps never changes a window."""
+    ``slow_hold_ms`` of audio. Steps decoded faster than they come keep their 8 s."""
     audio, truth = make_stream(120)  # one 60 s utterance
     opt = StreamOptions()
     word = 0.5  # a word and its gap
