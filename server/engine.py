@@ -637,7 +637,10 @@ class Engine:
         plan: _Plan,
     ) -> tuple[list[int], float]:
         """Whisper's temperature fallback for one item (``enc``: its encoder output) whose
-        greedy decode looped or was unsure; the least repetitive, most likely candidate wins."""
+        greedy decode looped or was unsure; the least repetitive, most likely candidate wins.
+        Not reproducible: CTranslate2 samples from a generator per decode thread, seeded at
+        random once (``set_random_seed`` reaches only threads that have not sampled yet), so
+        these words depend on the run and on the thread's earlier draws."""
         from faster_whisper.transcribe import get_compression_ratio
 
         cands = [(tokens, avg_lp)]
