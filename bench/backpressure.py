@@ -2,15 +2,17 @@
 reads get held back? All of ../shared/speech/real/ joined (11 min) goes to one session as fast
 as the socket takes it; every few seconds we note how much audio the socket has taken, and
 the server's RSS (with ``--ray``, the Serve replica's). Standalone, the server stops reading
-at ``max_backlog_s`` of undecoded speech and TCP holds the client back. Through Ray Serve's
-proxy it cannot: the replica pulls every message from the proxy into a queue of its own
-(``ray.serve._private.http_util.ASGIReceiveProxy.fetch_until_disconnect``), read by the app
-or not. Writes bench/results/backpressure-<server|ray>.json and .md."""
+at ``max_backlog_s`` of undecoded speech and, once the socket buffers between them are full,
+TCP holds the client back. Through Ray Serve it cannot: the proxy reads the client's socket
+into an unbounded queue (``proxy.py``, ``MessageQueue``), and the replica pulls every
+message from it into a queue of its own (``http_util.ASGIReceiveProxy.fetch_until_disconnect``),
+read by the app or not. Writes bench/results/backpressure-<server|ray>.json and .md."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import Iterator
@@ -54,15 +56,29 @@ def _ray_server() -> Iterator[tuple[str, int]]:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         serve.run(WhisperWire.options(num_replicas=1, ray_actor_options={"num_cpus": 1}).bind(),
                   name="whisperwire", route_prefix="/")
-        while httpx.get(f"http://127.0.0.1:{port}/readyz").status_code != 200:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("the replica never became ready")
             time.sleep(0.5)
-        yield f"ws://127.0.0.1:{port}", _pids("ServeReplica")[0]
+        replicas = _pids("ServeReplica")
+        if len(replicas) != 1:
+            raise RuntimeError(f"expected one Serve replica on this machine, found {replicas}")
+        yield f"ws://127.0.0.1:{port}", replicas[0]
     finally:
         serve.shutdown()
         ray.shutdown()
 
 
 async def _send(url: str, pcm: bytes, pid: int) -> list[dict]:
+    """Samples every 2 s for ``SECONDS`` (the socket stays open after the last frame, so the
+    server still holds what it took); ``sent_s`` counts what ``send`` accepted, which
+    includes the client's and the kernel's socket buffers."""
     import websockets
 
     sent = [0]
@@ -77,11 +93,16 @@ async def _send(url: str, pcm: bytes, pid: int) -> list[dict]:
                                   ping_timeout=None) as ws:
         t0 = time.monotonic()
         task = asyncio.create_task(send_all(ws))
-        while time.monotonic() - t0 < SECONDS and not task.done():
+        while time.monotonic() - t0 < SECONDS:
             await asyncio.sleep(2.0)
             marks.append({"t": round(time.monotonic() - t0, 1), "sent_s": sent[0] / 32000,
                           "rss_mib": round(harness.rss_mib(pid), 1)})
-        task.cancel()
+        if task.done():
+            task.result()  # a send that failed (a refused or closed socket) is no result
+        else:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
     return marks
 
 

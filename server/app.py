@@ -63,7 +63,7 @@ class ServerConfig:
     status_interval_s: float = 1.0
     max_errors: int = 20  # client errors within 10 s: then too_many_errors, closed (1000)
     max_pending_messages: int = 2000  # to a client that does not read, before it is dropped
-    # speech a session may hold undecoded (about 19 MiB) before the server stops reading its
+    # speech a session may hold undecoded (about 18 MiB) before the server stops reading its
     # socket: enough that files and reconnect backlogs of a few minutes never meet it, since a
     # client held back by TCP finds its keepalive pings stuck behind its own audio
     max_backlog_s: float = 300.0
