@@ -43,7 +43,6 @@ def _pids(pattern: str) -> list[int]:
 def _ray_server() -> Iterator[tuple[str, int]]:
     """A local Ray cluster, Serve's proxy on a free loopback port, one CPU replica."""
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    import httpx
     import ray
     from ray import serve
 
@@ -56,16 +55,7 @@ def _ray_server() -> Iterator[tuple[str, int]]:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         serve.run(WhisperWire.options(num_replicas=1, ray_actor_options={"num_cpus": 1}).bind(),
                   name="whisperwire", route_prefix="/")
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("the replica never became ready")
-            time.sleep(0.5)
+        harness.wait_ready(port, 180, why=lambda: "the replica never became ready")
         replicas = _pids("ServeReplica")
         if len(replicas) != 1:
             raise RuntimeError(f"expected one Serve replica on this machine, found {replicas}")

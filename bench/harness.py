@@ -106,6 +106,24 @@ class ServerProcess:
     proc: subprocess.Popen | None = None
 
 
+def wait_ready(port: int, timeout: float, died=lambda: False,  # type: ignore[no-untyped-def]
+               why=lambda: "the server never became ready") -> None:
+    """Until ``/readyz`` on 127.0.0.1:``port`` answers 200; RuntimeError(``why()``) once
+    ``died()`` or after ``timeout`` seconds."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if died() or time.monotonic() > deadline:
+            raise RuntimeError(why())
+        time.sleep(0.2)
+
+
 @contextmanager
 def server(max_batch: int = 8, extra: tuple[str, ...] = (), url: str | None = None
            ) -> Iterator[ServerProcess]:
@@ -117,18 +135,8 @@ def server(max_batch: int = 8, extra: tuple[str, ...] = (), url: str | None = No
     cmd = [sys.executable, "-m", "whisperwire.server", "serve", "--port", str(port),
            "--max-batch", str(max_batch), "--log-level", "warning", *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    import httpx
-
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"server did not start: {proc.stderr.read().decode()[-2000:]}")
-        time.sleep(0.2)
+    wait_ready(port, 120, lambda: proc.poll() is not None,
+               lambda: f"server did not start: {proc.stderr.read().decode()[-2000:]}")
     try:
         yield ServerProcess(f"ws://127.0.0.1:{port}", proc.pid, proc)
     finally:
