@@ -40,7 +40,8 @@ def _per_decode(e, audio, sec: int, windows: int) -> tuple[float, float]:  # typ
 def measure(windows: int) -> dict[str, object]:
     from threadpoolctl import threadpool_limits
 
-    from whisperwire.server.engine import Engine, EngineOptions, usable_cores
+    from whisperwire.server.cores import usable_cores
+    from whisperwire.server.engine import Engine, EngineOptions
 
     audio = [i for i in items() if "en-01" in i.name][0].audio
     rows = []

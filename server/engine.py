@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .cores import usable_cores
 from .decoding import DecodeRequest, DecodeResult
 from .models import EMBEDDED, resolve_model
 from .wire import Word
@@ -82,8 +82,9 @@ class EngineOptions:
     # 352-354 MiB to minute 30, against 250 -> 264 MiB (flat from minute 7) with one (bench.soak)
     workers: int = 0
     # CPU cores the rule above shares out; 0: those this process may run on (its CPU
-    # affinity). A Ray Serve replica sets its ``num_cpus``: Ray does not pin a replica's
-    # threads, and every replica on a node would otherwise count the whole node
+    # affinity, capped by its cgroup's CPU quota: see cores.py). A Ray Serve replica sets
+    # its ``num_cpus``: Ray does not pin a replica's threads, and every replica on a node
+    # would otherwise count the whole node
     cores: int = 0
     max_batch: int = 8
     # partial decodes are greedy: beam 5 gave 1.3 points less WER on the LJ stream but final
@@ -155,14 +156,6 @@ def one_blas_thread() -> None:
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(1, user_api="blas")
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity, e.g. ``taskset`` or a cpuset)."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def decode_threads(opt: EngineOptions, cores: int, device: str = "cpu") -> tuple[int, int]:
