@@ -70,6 +70,9 @@ class SpeechAudio:
 @dataclass(frozen=True)
 class SpeechEnd:
     sample: int  # one past the last sample of the utterance
+    # one past the last frame heard as speech: ``sample`` less the hangover's silence (None:
+    # not known, take ``sample``)
+    spoken_to: int | None = None
 
 
 VadEvent = Union[SpeechStart, SpeechAudio, SpeechEnd]
@@ -121,7 +124,7 @@ class VadSegmenter:
             if len(self._pending):
                 out.append(SpeechAudio(self._pos, self._pending))
             end = self._pos + len(self._pending)
-            out.append(SpeechEnd(end))
+            out.append(SpeechEnd(end, end - self._silent_run * self._n))
             self.in_speech = False
         self._pos += len(self._pending)
         self._pending = np.zeros(0, np.float32)
@@ -158,5 +161,5 @@ class VadSegmenter:
         if self._silent_run >= self._hang:
             self.in_speech = False
             self._silent_run = 0
-            out.append(SpeechEnd(pos + self._n))
+            out.append(SpeechEnd(pos + self._n, pos + self._n - self._hang * self._n))
         return out

@@ -56,6 +56,9 @@ def test_scripted_onset_preroll_and_hangover():
     assert start == pytest.approx((onset_frame + 1 - opt.pre_roll_ms // 30) * 0.03)
     hang = opt.hangover_ms // 30
     assert end == pytest.approx((50 + hang) * 0.03)
+    # ... and says where the speech itself stopped: at the end of the last speech frame
+    (last,) = [e for e in ev if isinstance(e, SpeechEnd)]
+    assert last.spoken_to == 50 * N
     # every sample inside the utterance is delivered once, in order
     audio = [e for e in ev if isinstance(e, SpeechAudio)]
     pos = audio[0].sample
@@ -109,3 +112,16 @@ def test_flush_closes_open_utterance_with_tail():
     x = x[: len(x) - 123]
     ev = run(real(), x)
     assert isinstance(ev[-1], SpeechEnd) and ev[-1].sample == len(x)
+
+
+def test_flush_says_where_speech_stopped_before_trailing_silence():
+    # speech, then fewer silent frames than the hangover, then the stream ends mid-frame
+    pattern = [1] * 10 + [0] * 4 + [0]
+    frames = iter(pattern)
+    seg = VadSegmenter(VadOptions(energy_margin_db=-100, min_energy_db=-200),
+                       lambda f: bool(next(frames)))
+    x = np.full(N * 14 + 100, 0.1, np.float32)
+    ev = run(seg, x, chunk=500)
+    end = ev[-1]
+    assert isinstance(end, SpeechEnd) and end.sample == len(x)
+    assert end.spoken_to == len(x) - 4 * N  # the partial frame, unclassified, counts as heard
