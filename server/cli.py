@@ -98,6 +98,7 @@ def _serve(args: argparse.Namespace) -> int:
                              busy_overlap_ms=args.busy_overlap_ms,
                              slow_hold_ms=args.slow_hold_ms,
                              holdback_ms=args.holdback_ms,
+                             tail_check_ms=args.tail_check_ms,
                              draft_partials=bool(args.draft_model),
                              main_step_ms=args.main_step_ms),
         vad=VadOptions(aggressiveness=args.vad_aggressiveness),
@@ -189,6 +190,9 @@ def _serve_parser(sub) -> None:  # type: ignore[no-untyped-def]
                         "than --step-ms of audio arrived while it decoded; 0: never)")
     s.add_argument("--holdback-ms", type=int, default=StreamOptions.holdback_ms,
                    help="words ending this close to the window's end wait for the next decode")
+    s.add_argument("--tail-check-ms", type=int, default=StreamOptions.tail_check_ms,
+                   help="an utterance's end decode whose last word ends this long before the "
+                        "speech does reads the window again past that word (0: never)")
     s.add_argument("--beam-size", type=int, default=EngineOptions.beam_size,
                    help="beam of partial decodes (careful decodes for finals use 5)")
     s.add_argument("--encoder-granularity", type=float, default=2.0,

@@ -87,6 +87,11 @@ class StreamOptions:
     unsure_wait_ms: int = 1000
     # a careful decode that hears no word in this much new speech is asked again differently
     mute_retry_ms: int = 2000
+    # An utterance's end decode whose last word ends this long before the speech the VAD heard
+    # reads the window once more, its words as forced prefix, before they become final:
+    # Whisper may close a question after "for?" and stop, leaving out the last 0.7 s ("at Old
+    # Dominion", en-01's tail); forced past "for?", it writes "Old Dominion." 0: never.
+    tail_check_ms: int = 500
     # a ``finalize`` waits until the utterance holds this much audio past the committed point:
     # Whisper invents words ("Thank you.") for slivers of audio decoded on their own
     min_final_ms: int = 1000
@@ -272,6 +277,10 @@ class _Run:
         self.checked_to = -1.0  # ... and has decided them up to here
         self.main_for: int | None = None  # the draft read a window ending here: main's turn
         self.main_to = start  # where the main model's last reading ended
+        self.spoken_to: dict[int, int] = {}  # utterance end -> where its speech stopped
+        # an end decode's words, held while the window is read again past them (tail_check_ms)
+        self.tail: list[Word] | None = None
+        self.tail_for = -1  # ... and the utterance end they were held for (once per end)
 
     @property
     def available(self) -> int:
@@ -367,6 +376,8 @@ class StreamSession:
                 self._utts[-1].append(ev.samples)
             elif isinstance(ev, SpeechEnd):
                 self._utts[-1].ends.append(ev.sample)
+                self._utts[-1].spoken_to[ev.sample] = (
+                    ev.sample if ev.spoken_to is None else ev.spoken_to)
                 self._utts[-1].open = False
 
     def _start_speech(self, sample: int) -> None:
@@ -443,6 +454,8 @@ class StreamSession:
             if end - at >= self.opt.samples(self.opt.min_window_ms):  # never a sliver
                 start = max(start, at)
         prefix = _from(u.buffer.committed, start / MODEL_RATE)
+        if kind == _Kind.END and u.tail is not None:
+            prefix = prefix + u.tail  # read on past the words an end decode stopped at
         req = DecodeRequest(
             id=next(self._ids),
             audio=np.ascontiguousarray(u.audio(start, end), dtype=np.float32),
@@ -543,6 +556,20 @@ class StreamSession:
         if result.draft:  # a partial only; the main model reads the same window next
             self._draft_partial(u, req, result, win_end)
             return
+        tail = u.tail if kind == _Kind.END else None
+        if tail is not None:  # the window read again past an end decode's last word
+            u.tail = None
+            words, verdict = self._accepted_words(req, result, win_end, tail[-1].end,
+                                                  u.buffer.committed + tail)
+            # it was asked for the audio after them: what it places before their end is the
+            # held sentence read again, however worded ("They all to take a little of this
+            # Christmas spirit." held, then "They all took a little ..." squeezed there, en-05)
+            i = 0
+            while i < len(words) and (words[i].start + words[i].end) / 2 < tail[-1].end:
+                i += 1
+            new = words[i:] if verdict != _Verdict.REJECTED else []
+            self._commit(u, kind, result, tail + new, req.duration, win_end, unsure)
+            return
         words, verdict = self._accepted_words(req, result, win_end, u.buffer.committed_end,
                                               u.buffer.committed)
         # a full window that would move past its audio with nothing committed, because the
@@ -560,13 +587,34 @@ class StreamSession:
             u.decoded_to = u.window_start
             return
         u.retries = 0
+        if kind == _Kind.END and self._stops_short(u, words, win_end):
+            u.tail, u.tail_for = words, int(round(win_end * MODEL_RATE))
+            u.decoded_to = u.window_start
+            return
+        self._commit(u, kind, result, words, req.duration, win_end, unsure)
+
+    def _stops_short(self, u: _Run, words: list[Word], win_end: float) -> bool:
+        """An end decode's last word ends ``tail_check_ms`` or more before the speech the VAD
+        heard in the window (asked once per utterance end)."""
+        end = int(round(win_end * MODEL_RATE))
+        heard = [w for w in words if _spoken(w)]
+        if not self.opt.tail_check_ms or not heard or u.tail_for == end:
+            return False
+        spoken_to = u.spoken_to.get(end, end) / MODEL_RATE
+        return spoken_to - heard[-1].end >= self.opt.tail_check_ms / 1000
+
+    def _commit(self, u: _Run, kind: _Kind, result: DecodeResult, words: list[Word],
+                duration: float, win_end: float, unsure: bool) -> None:
+        """What a decode's accepted words make final, by what the decode was for."""
+        keep_from = win_end - self.opt.stall_keep_ms / 1000
         u.buffer.insert(words)
         if kind == _Kind.END:
             self._emit_final(u.buffer.commit_all(), eou=True)
             self._end_sentence(u)
-            while u.ends and u.ends[0] <= int(round(win_end * MODEL_RATE)):
-                u.ends.popleft()
-            if u.force_at is not None and u.force_at <= int(round(win_end * MODEL_RATE)):
+            done = int(round(win_end * MODEL_RATE))
+            while u.ends and u.ends[0] <= done:
+                u.spoken_to.pop(u.ends.popleft(), None)
+            if u.force_at is not None and u.force_at <= done:
                 u.force_at = None
             self._slide_window(u)
         elif kind == _Kind.FORCED:
@@ -594,7 +642,7 @@ class StreamSession:
             u.buffer.forget()
             self._slide_window(u)
         else:
-            if req.duration * 1000 >= self.opt.commit_after_ms and not unsure:
+            if duration * 1000 >= self.opt.commit_after_ms and not unsure:
                 until = win_end - self.opt.holdback_ms / 1000
                 agreed = u.buffer.commit_agreed(until, self.opt.commit_probability,
                                                 win_end - self.opt.unsure_wait_ms / 1000,

@@ -966,3 +966,89 @@ def test_a_careful_decode_that_restarts_its_window_says_nothing_new():
     assert restarted_head(prefix, "so on all of the back".split()) == 0
     assert restarted_head([], "she was the type".split()) == 0
 
+
+
+class StopsShortDecoder(ScriptedDecoder):
+    """As :class:`ScriptedDecoder`, but the first end decode of each utterance stops a word
+    early (tiny.en on en-01's last window: "... What did you go to school for?" and nothing of
+    "at Old Dominion" in the last 0.7 s of speech). Read again with its words as prefix, the
+    window gives the rest."""
+
+    def __init__(self, truth):
+        super().__init__(truth)
+        self.stopped: set[float] = set()
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        good = super().__call__(req)
+        end = round(req.offset + req.duration, 3)
+        if not req.final or end in self.stopped or len(good.words) < 2:
+            return good
+        self.stopped.add(end)
+        words = good.words[:-1]
+        return DecodeResult(words, "".join(w.word for w in words), 0.01, -0.2, 1.2)
+
+
+def hang_up(session, decoder, audio, flat):
+    """The client sends ``audio`` (in real time, or all at once) and hangs up right after."""
+    if flat:
+        return drive_flat(session, decoder, audio)
+    events = drive(session, decoder, audio, finalize=False)
+    session.finish()
+    while (req := session.next_decode()) is not None:
+        session.decoded(req.id, decoder(req))
+    return events + session.events()
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_an_end_decode_that_stops_before_the_speech_does_reads_on(flat):
+    audio, truth = make_stream(20, pause_every=5, pause_s=3.0)
+    audio = audio[: int((truth[-1][2] + 0.05) * SR)]  # hung up right after the last word
+    s = StreamSession(StreamOptions(), energy_vad())
+    dec = StopsShortDecoder(truth)
+    f = finals(hang_up(s, dec, audio, flat))
+    assert " ".join(x.text for x in f).split() == [w[0] for w in truth]
+    assert f[-1].eou and sum(x.eou for x in f) == 4  # one end per utterance, after its words
+    assert dec.stopped, "no end decode stopped short"
+    again = [r for r in dec.requests if r.final and r.prefix.split()[-1:] in (["w18"], ["w3"])]
+    assert again, "the window was not read again past the words it stopped at"
+    off = StreamSession(StreamOptions(tail_check_ms=0), energy_vad())
+    got = finals(hang_up(off, StopsShortDecoder(truth), audio, flat))
+    assert len(" ".join(x.text for x in got).split()) < len(truth)  # the defect, with it off
+
+
+def test_an_end_decode_that_reaches_the_speech_end_is_not_read_again():
+    audio, truth = make_stream(20, pause_every=5, pause_s=3.0)
+    s = StreamSession(StreamOptions(), energy_vad())
+    dec = ScriptedDecoder(truth)
+    f = finals(drive_flat(s, dec, audio))
+    assert " ".join(x.text for x in f).split() == [w[0] for w in truth]
+    assert sum(r.final for r in dec.requests) == 4  # one end decode per utterance
+
+
+class RereadsHeldDecoder(StopsShortDecoder):
+    """As :class:`StopsShortDecoder`; read again past the held words, it first says them again,
+    one of them worded differently, squeezed into their audio (en-05: "They all to take a little
+    of this Christmas spirit." held, then "They all took a little of this Christmas spirit.",
+    every word but the last placed at one instant before the held end)."""
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        end = round(req.offset + req.duration, 3)
+        again = req.final and end in self.stopped
+        good = super().__call__(req)
+        if not again:
+            return good
+        said = req.prefix.split()[-3:]
+        at = max(e for t, s, e in self.truth if t == said[-1]) - req.offset - 0.15
+        reread = [Word(" " + t + ("x" if i == 1 else ""), at, at, 0.6) for i, t in enumerate(said)]
+        words = tuple(reread) + good.words
+        return DecodeResult(words, "".join(w.word for w in words), 0.01, -0.2, 1.2)
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_reading_on_past_held_words_never_says_them_again(flat):
+    audio, truth = make_stream(20, pause_every=5, pause_s=3.0)
+    audio = audio[: int((truth[-1][2] + 0.05) * SR)]
+    dec = RereadsHeldDecoder(truth)
+    f = finals(hang_up(StreamSession(StreamOptions(), energy_vad()), dec, audio, flat))
+    assert dec.stopped
+    assert " ".join(x.text for x in f).split() == [w[0] for w in truth]
