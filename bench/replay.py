@@ -133,17 +133,21 @@ def sweep(engine: Engine, items: list, offsets: list[float], mode: str = "realti
 def markdown(name: str, o: dict) -> str:
     offs = ", ".join(f"{x:.2f}" for x in o["offsets"])
     mode = o["mode"] + (", as under load" if o.get("busy") else "")
-    lines = [f"# {name}", "", f"Replay on the modelled clock ({mode}), start offsets {offs} s; "
-             "WER % of the finals per offset, and their mean.", "",
+    settings = ", ".join(o.get("settings", [])) or "the defaults"
+    lines = [f"# {name}", "", f"Replay on the modelled clock ({mode}), start offsets {offs} s, "
+             f"with {settings}; WER % of the finals per offset, and their mean.", "",
              "| file | " + " | ".join(f"+{x:.2f} s" for x in o["offsets"])
-             + " | mean | repeats | final p50 / worst p95 (s) |",
-             "|---|" + "---|" * (len(o["offsets"]) + 3)]
+             + " | mean | repeats | tails delivered | final p50 / worst p95 (s) |",
+             "|---|" + "---|" * (len(o["offsets"]) + 4)]
     for k, v in o["files"].items():
         cells = " | ".join(f"{100 * r['wer']:.1f}" for r in v["runs"])
         reps = sum(r["repeats"] for r in v["runs"])
         p50 = np.median([r["final_p50"] for r in v["runs"]])
         p95 = max(r.get("final_p95", float("nan")) for r in v["runs"])
-        lines.append(f"| {k} | {cells} | {100 * v['wer_mean']:.1f} | {reps} | {p50:.2f} / {p95:.2f} |")
+        tails = f"{sum(bool(r['tail']) for r in v['runs'])}/{len(v['runs'])}"
+        # flat out, the whole file arrived before the first decode: no latency to speak of
+        lat = f"{p50:.2f} / {p95:.2f}" if o["mode"] != "flat" else "–"
+        lines.append(f"| {k} | {cells} | {100 * v['wer_mean']:.1f} | {reps} | {tails} | {lat} |")
     if o["real_weighted_wer"] is not None:
         lines += ["", f"real/, word-weighted mean: **{100 * o['real_weighted_wer']:.2f} %**"]
     return "\n".join(lines) + "\n"
@@ -215,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
               if not only or any(x in it.name for x in only)]
     o = sweep(engine, chosen, [float(x) for x in a.offsets.split(",")], a.mode,
               stream=stream, busy=a.busy)
+    o["settings"] = a.set
     save_results(a.out, a.name, o, markdown(a.name, o))
     return 0
 

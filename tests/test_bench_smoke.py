@@ -73,7 +73,7 @@ def test_replay_sweep_scores_each_offset(tmp_path):
     assert runs[0]["wer"] < 0.2 and runs[1]["wer"] < 0.3
     assert all(0 < r["final_p50"] <= r["final_p95"] < 10 for r in runs)
     assert o["real_weighted_wer"] is None  # no real/ file in this sweep
-    assert "| jfk |" in replay.markdown("t", o)
+    assert "| jfk |" in replay.markdown("t", o) and "| 2/2 |" in replay.markdown("t", o)
     opts, eng = replay.options(["commit_probability=0.3", "step_ms=750", "draft_partials=true",
                                 "prompt_tokens=32", "temperatures=0,0.2",
                                 "draft_model=tiny.en"], EngineOptions(cpu_threads=1))
