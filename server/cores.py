@@ -89,7 +89,10 @@ def usable_cores(root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_CGROUP) -> i
         cores = len(os.sched_getaffinity(0)) or 1
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
-    limit = cgroup_cpu_limit(root, proc_cgroup)
+    try:
+        limit = cgroup_cpu_limit(root, proc_cgroup)
+    except (OSError, ValueError):  # a confined process may not stat /sys/fs/cgroup, odd files
+        limit = None
     if limit is not None:
         cores = min(cores, max(1, math.floor(limit + 1e-9)))
     return cores

@@ -390,6 +390,8 @@ class StreamSession:
             last.open = True
             if self._detect_pending and self.language == "auto":
                 last.ends.clear()  # a held short utterance goes on: detect on both together
+                last.spoken_to.clear()
+                last.tail = None  # ... its end decode's words too: the window is read again
             return
         while self._utts and self._utts[-1].idle and self._in_flight is None:
             self._utts.pop()  # context too old to help
@@ -454,14 +456,15 @@ class StreamSession:
             if end - at >= self.opt.samples(self.opt.min_window_ms):  # never a sliver
                 start = max(start, at)
         prefix = _from(u.buffer.committed, start / MODEL_RATE)
-        if kind == _Kind.END and u.tail is not None:
-            prefix = prefix + u.tail  # read on past the words an end decode stopped at
+        # read on past the words an end decode stopped at: they are forced, not committed (the
+        # prompt is the committed text before the window, as ever)
+        forced = prefix + u.tail if kind == _Kind.END and u.tail is not None else prefix
         req = DecodeRequest(
             id=next(self._ids),
             audio=np.ascontiguousarray(u.audio(start, end), dtype=np.float32),
             offset=start / MODEL_RATE,
             prompt=self._prompt(prefix) if attempt.prompt else "",
-            prefix=join_words(prefix) if attempt.prefix else "",
+            prefix=join_words(forced) if attempt.prefix else "",
             language=self.detected_language if self.language in (None, "auto")
             and not self._detect_pending else self.language,
             task=self.task,
@@ -598,8 +601,8 @@ class StreamSession:
         heard in the window (asked once per utterance end)."""
         end = int(round(win_end * MODEL_RATE))
         heard = [w for w in words if _spoken(w)]
-        if not self.opt.tail_check_ms or not heard or u.tail_for == end:
-            return False
+        if not self.opt.tail_check_ms or not heard or u.tail_for == end or end not in u.ends:
+            return False  # (not once the utterance went on while its end decode was out)
         spoken_to = u.spoken_to.get(end, end) / MODEL_RATE
         return spoken_to - heard[-1].end >= self.opt.tail_check_ms / 1000
 

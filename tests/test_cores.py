@@ -81,3 +81,9 @@ def test_the_quota_caps_the_affinity_rounded_down_and_never_below_one(tmp_path):
     assert usable_cores(root, proc) == affinity  # a quota above the affinity changes nothing
     root, proc = v2(tmp_path / "d", "/", {"": "max 100000\n"})
     assert usable_cores(root, proc) == affinity
+
+
+def test_a_cgroup_file_it_cannot_read_or_parse_means_no_limit(tmp_path):
+    affinity = len(os.sched_getaffinity(0))
+    root, proc = v2(tmp_path, "/", {"": "lots 100000\n"})
+    assert usable_cores(root, proc) == affinity

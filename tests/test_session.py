@@ -1052,3 +1052,47 @@ def test_reading_on_past_held_words_never_says_them_again(flat):
     f = finals(hang_up(StreamSession(StreamOptions(), energy_vad()), dec, audio, flat))
     assert dec.stopped
     assert " ".join(x.text for x in f).split() == [w[0] for w in truth]
+
+
+def test_reading_on_keeps_the_prompt_of_the_end_decode():
+    # the held words are forced as prefix; the prompt stays the committed text before the
+    # window (it once lost as many characters as the held words have, ending mid-word)
+    audio, truth = make_stream(20, pause_every=5, pause_s=3.0)
+    audio = audio[: int((truth[-1][2] + 0.05) * SR)]
+    dec = StopsShortDecoder(truth)
+    hang_up(StreamSession(StreamOptions(), energy_vad(), prompt="Minutes of the meeting."),
+            dec, audio, True)
+    ends = [r for r in dec.requests if r.final]
+    pairs = [(a, b) for a, b in zip(ends, ends[1:])
+             if round(a.offset + a.duration, 3) == round(b.offset + b.duration, 3)]
+    assert len(pairs) == 4
+    for first, again in pairs:
+        assert again.prompt == first.prompt
+        assert again.prefix.startswith(first.prefix) and len(again.prefix) > len(first.prefix)
+
+
+def test_an_utterance_that_goes_on_while_its_end_decode_is_out_holds_nothing_back():
+    # language=auto, still unsure: a short utterance that goes on joins the next one, and its
+    # end is no longer pending when the end decode comes back short; its words must come once
+    audio, truth = make_stream(12, pause_every=4, pause_s=1.2)
+    s = StreamSession(StreamOptions(), energy_vad(), language="auto")
+    dec = StopsShortDecoder(truth)
+    events, held, fed = [], None, 0
+    while fed < len(audio):
+        s.feed_audio(audio[fed : fed + 1600])
+        fed += 1600
+        if held is not None and not s._utts[-1].ends:  # the utterance went on meanwhile
+            s.decoded(held.id, dec(held))
+            held = None
+        while held is None and (req := s.next_decode()) is not None:
+            if req.final and not dec.stopped:
+                held = req  # its end decode is out while the speaker goes on
+                break
+            s.decoded(req.id, dec(req))
+        events += s.events()
+    assert dec.stopped, "the end decode never came back while the utterance went on"
+    s.finish()
+    while (req := s.next_decode()) is not None:
+        s.decoded(req.id, dec(req))
+    words = " ".join(x.text for x in finals(events + s.events())).split()
+    assert words == [w[0] for w in truth]
