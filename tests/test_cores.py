@@ -14,6 +14,11 @@ def write(p: Path, text: str) -> None:
     p.write_text(text)
 
 
+def v1_quota(group: Path, quota: str, period: str = "100000") -> None:
+    write(group / "cpu.cfs_quota_us", quota + "\n")
+    write(group / "cpu.cfs_period_us", period + "\n")
+
+
 def v2(tmp_path: Path, group: str, limits: dict[str, str]) -> tuple[Path, Path]:
     """A unified hierarchy with ``cpu.max`` at the given group paths ("" is the root)."""
     root = tmp_path / "cgroup"
@@ -46,11 +51,8 @@ def test_v2_a_parents_tighter_quota_binds_the_child(tmp_path):
 
 def test_v1_quota_on_the_cpu_controller(tmp_path):
     root = tmp_path / "cgroup"
-    group = root / "cpu,cpuacct" / "docker" / "abc"
-    write(group / "cpu.cfs_quota_us", "300000\n")
-    write(group / "cpu.cfs_period_us", "100000\n")
-    write(root / "cpu,cpuacct" / "cpu.cfs_quota_us", "-1\n")
-    write(root / "cpu,cpuacct" / "cpu.cfs_period_us", "100000\n")
+    v1_quota(root / "cpu,cpuacct" / "docker" / "abc", "300000")
+    v1_quota(root / "cpu,cpuacct", "-1")
     write(root / "memory" / "memory.limit_in_bytes", "1\n")
     proc = tmp_path / "proc_cgroup"
     write(proc, "4:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n0::/\n")
@@ -60,8 +62,7 @@ def test_v1_quota_on_the_cpu_controller(tmp_path):
 def test_v1_container_without_a_cgroup_namespace_reads_the_mount_itself(tmp_path):
     # the process's path names the host's group, which the container's mount does not hold
     root = tmp_path / "cgroup"
-    write(root / "cpu" / "cpu.cfs_quota_us", "50000\n")
-    write(root / "cpu" / "cpu.cfs_period_us", "100000\n")
+    v1_quota(root / "cpu", "50000")
     proc = tmp_path / "proc_cgroup"
     write(proc, "2:cpu:/kubepods/pod1/ctr\n")
     assert cgroup_cpu_limit(root, proc) == 0.5
