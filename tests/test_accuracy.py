@@ -101,9 +101,13 @@ def test_joined_clips_lose_no_stretch(live_server, offline_model, speed):
     assert repeats(res.text, ref) == []
     assert got <= offline + 0.12  # children's and accented clips (measured: +4.5)
     # the last clip arrives: its last words as offline hears them ("where is the answer now")
-    # or as they were said ("come with us now")
-    tail = normalize(res.text)[-2:]
-    assert tail in ([w for s in segs for w in normalize(s.text)][-2:], normalize(ref)[-2:])
+    # or as they were said ("come with us now"), one of four misheard at most. Which windows
+    # a real-time stream decodes depends on the machine's pace, and tiny.en hears the clip's
+    # last word differently in some of them ("answer no", one run in three here)
+    tail = set(normalize(res.text)[-4:])
+    heard = [w for s in segs for w in normalize(s.text)]
+    assert max(len(tail & set(heard[-4:])), len(tail & set(normalize(ref)[-4:]))) >= 3
+    assert res.finals[-1].end >= len(audio) / 16000 - 0.6, "its last word is final (47.6 s)"
 
 
 @pytest.mark.timeout(200)
