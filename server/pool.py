@@ -19,7 +19,7 @@ from enum import Enum
 from typing import Any, Callable
 
 from .decoding import DecodeRequest, DecodeResult
-from .engine import EngineOptions, EngineStats, Saturation
+from .engine import EngineOptions, EngineStats, Saturation, next_batch
 
 __all__ = ["NoWorkerError", "PoolOptions", "WorkerPool", "WorkerState", "parse_devices"]
 
@@ -114,12 +114,17 @@ class _Worker:
     conn: Any = None
     state: WorkerState = WorkerState.STARTING
     error: str = ""  # why the last start failed
-    queue: asyncio.Queue | None = None
+    queue: asyncio.Queue | None = None  # arrivals
+    waiting: list = field(default_factory=list)  # taken from the queue, not yet sent
     sessions: set[str] = field(default_factory=set)
     stats: dict[str, float] = field(default_factory=dict)
     restarts: int = 0
     failed_starts: int = 0
     decoding: bool = False  # a batch is out on it (windows put in its queue now wait)
+
+    @property
+    def pending(self) -> int:
+        return len(self.waiting) + (self.queue.qsize() if self.queue is not None else 0)
 
     @property
     def alive(self) -> bool:
@@ -227,8 +232,7 @@ class WorkerPool:
     def busy(self) -> bool:
         """A window waits in the queue of a device that is decoding, or did lately (as
         :attr:`.engine.Engine.busy`)."""
-        return self.saturation.busy or any(
-            w.decoding and w.queue is not None and w.queue.qsize() for w in self._workers)
+        return self.saturation.busy or any(w.decoding and w.pending for w in self._workers)
 
     @property
     def worker_pids(self) -> list[int]:
@@ -254,7 +258,7 @@ class WorkerPool:
         alive = [w for w in self._workers if w.alive]
         if not alive:
             return None
-        w = min(alive, key=lambda x: (len(x.sessions), x.queue.qsize() if x.queue else 0))
+        w = min(alive, key=lambda x: (len(x.sessions), x.pending))
         if session:
             old = self._pins.get(session)
             if old is not None:
@@ -281,30 +285,35 @@ class WorkerPool:
         return await fut
 
     async def _serve(self, w: _Worker) -> None:
-        """One worker's loop: bring it back when it is down, else send it batches. Never
-        raises (a failure of one worker is handled here, and the loop goes on)."""
+        """One worker's loop: bring it back when it is down, else send it batches, in the
+        one-process scheduler's order (:func:`~.engine.next_batch`: careful windows first,
+        so the finals do not wait for the partials' decodes). Never raises (a failure of one
+        worker is handled here, and the loop goes on)."""
         assert w.queue is not None
         while True:
             if w.state is not WorkerState.SERVING:
                 await self._revive(w)
                 continue
-            try:
-                batch = [await asyncio.wait_for(w.queue.get(), WATCH_S)]
-            except asyncio.TimeoutError:
-                if not w.alive and w.state is WorkerState.SERVING:  # died while idle
-                    await self._lost(w, [])
-                continue
-            while len(batch) < self.opt.max_batch and not w.queue.empty():
-                batch.append(w.queue.get_nowait())
-            batch = [(r, f) for r, f in batch if not f.done()]
-            if batch:
-                w.decoding = True
+            if not w.waiting:
                 try:
-                    await self._decode_batch(w, batch)
-                finally:
-                    w.decoding = False
-                    if w.queue.qsize():  # windows waited for this batch
-                        self.saturation.waits(w.index, False)
+                    w.waiting.append(await asyncio.wait_for(w.queue.get(), WATCH_S))
+                except asyncio.TimeoutError:
+                    if not w.alive and w.state is WorkerState.SERVING:  # died while idle
+                        await self._lost(w, [])
+                    continue
+            while not w.queue.empty():
+                w.waiting.append(w.queue.get_nowait())
+            w.waiting = [(r, f) for r, f in w.waiting if not f.done()]
+            if not w.waiting:
+                continue
+            batch, w.waiting = next_batch(w.waiting, self.opt.max_batch)
+            w.decoding = True
+            try:
+                await self._decode_batch(w, batch)
+            finally:
+                w.decoding = False
+                if w.pending:  # windows waited for this batch
+                    self.saturation.waits(w.index, False)
 
     async def _decode_batch(self, w: _Worker, batch: list) -> None:
         loop = asyncio.get_running_loop()
@@ -362,8 +371,10 @@ class WorkerPool:
 
     @staticmethod
     def _drain(w: _Worker) -> list:
+        """Everything ``w`` holds but has not sent, oldest first."""
         assert w.queue is not None
-        return [w.queue.get_nowait() for _ in range(w.queue.qsize())]
+        held, w.waiting = w.waiting, []
+        return held + [w.queue.get_nowait() for _ in range(w.queue.qsize())]
 
     def _rehome(self, pending: list, keep: _Worker | None) -> None:
         """Move requests to serving workers; with none, queue them on ``keep`` (restarting)

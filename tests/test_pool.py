@@ -182,3 +182,46 @@ def test_with_no_worker_left_decodes_fail_health_says_why_and_a_restart_brings_i
             await pool.stop()
 
     run(go())
+
+
+@pytest.mark.timeout(300)
+def test_windows_that_waited_go_careful_first_each_with_its_own_result(monkeypatch):
+    """A worker's queue is ordered as the one-process scheduler orders its own (engine's
+    next_batch): windows that make finals go first, in a batch of their own, so under load
+    the partials wait, not the finals. A mixed batch would hand every final back only after
+    the steps' shapes were decoded too (one ``generate`` per shape, in turn)."""
+    import asyncio
+
+    from whisperwire.server.decoding import DecodeRequest
+
+    pool = WorkerPool(EngineOptions(), ["cpu"], cpu_threads_each=1)
+    pool.load()
+    sent: list[list[tuple[int, bool]]] = []
+    roundtrip = WorkerPool._roundtrip
+
+    def recording(w, reqs):  # what goes to the worker process, in order; decoded for real
+        sent.append([(r.id, r.careful) for r in reqs])
+        return roundtrip(w, reqs)
+
+    monkeypatch.setattr(WorkerPool, "_roundtrip", staticmethod(recording))
+    long = np.concatenate([load16k(f) for f in LJ])[: 16000 * 20]
+    jfk, lj = load16k("jfk.wav"), load16k("LJ001-0002.wav")
+
+    async def go():
+        await pool.start()
+        try:
+            first = asyncio.create_task(pool.decode(DecodeRequest(0, long, 0.0, careful=True)))
+            while not sent:  # the worker decodes 20 s with beam search: the rest queue up
+                await asyncio.sleep(0.01)
+            later = [DecodeRequest(i, jfk if i % 2 else lj, 0.0, careful=i >= 4)
+                     for i in range(1, 7)]
+            res = await asyncio.gather(first, *(pool.decode(r) for r in later))
+            return later, res
+        finally:
+            await pool.stop()
+
+    later, res = run(go())
+    assert sent[0] == [(0, True)]
+    assert sent[1:] == [[(4, True), (5, True), (6, True)], [(1, False), (2, False), (3, False)]]
+    for r, out in zip(later, res[1:]):  # each window got its own words back
+        assert ("country" in out.text) == (r.audio is jfk), (r.id, out.text)
