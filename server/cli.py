@@ -99,6 +99,7 @@ def _serve(args: argparse.Namespace) -> int:
                              slow_hold_ms=args.slow_hold_ms,
                              holdback_ms=args.holdback_ms,
                              tail_check_ms=args.tail_check_ms,
+                             skip_retry_words=args.skip_retry_words,
                              draft_partials=bool(args.draft_model),
                              main_step_ms=args.main_step_ms),
         vad=VadOptions(aggressiveness=args.vad_aggressiveness),
@@ -190,6 +191,9 @@ def _serve_parser(sub) -> None:  # type: ignore[no-untyped-def]
                         "than --step-ms of audio arrived while it decoded; 0: never)")
     s.add_argument("--holdback-ms", type=int, default=StreamOptions.holdback_ms,
                    help="words ending this close to the window's end wait for the next decode")
+    s.add_argument("--skip-retry-words", type=int, default=StreamOptions.skip_retry_words,
+                   help="a careful decode whose first word comes after this many words the "
+                        "last hypothesis heard is asked again differently (0: never)")
     s.add_argument("--tail-check-ms", type=int, default=StreamOptions.tail_check_ms,
                    help="an utterance's end decode whose last word ends this long before the "
                         "speech does reads the window again past that word (0: never)")

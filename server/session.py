@@ -87,6 +87,11 @@ class StreamOptions:
     unsure_wait_ms: int = 1000
     # a careful decode that hears no word in this much new speech is asked again differently
     mute_retry_ms: int = 2000
+    # ... and so is one whose first word comes after this many words the window's previous
+    # hypothesis heard past the committed point: forced past a prefix, Whisper may jump ahead
+    # over speech (en-02 flat out: "... to be an astro." final, then "I was really
+    # fascinated", 17 words lost). 0: never.
+    skip_retry_words: int = 3
     # An utterance's end decode whose last word ends this long before the speech the VAD heard
     # reads the window once more, its words as forced prefix, before they become final:
     # Whisper may close a question after "for?" and stop, leaving out the last 0.7 s ("at Old
@@ -585,7 +590,9 @@ class StreamSession:
         mute = (req.careful and not any(_spoken(w) for w in words)
                 and not self._says_no_speech(result)
                 and win_end - u.buffer.committed_end >= self.opt.mute_retry_ms / 1000)
-        if (verdict == _Verdict.REJECTED or stalls or mute) and req.careful and u.retries < len(_ATTEMPTS) - 1:
+        skipped = req.careful and self._skips(u, words)
+        if (verdict == _Verdict.REJECTED or stalls or mute or skipped) and req.careful \
+                and u.retries < len(_ATTEMPTS) - 1:
             u.retries += 1  # retried differently (see next_decode), never skipped
             u.decoded_to = u.window_start
             return
@@ -595,6 +602,17 @@ class StreamSession:
             u.decoded_to = u.window_start
             return
         self._commit(u, kind, result, words, req.duration, win_end, unsure)
+
+    def _skips(self, u: _Run, words: list[Word]) -> bool:
+        """A decode's first word comes after ``skip_retry_words`` or more words that the
+        window's previous hypothesis (not final yet) heard after the committed point."""
+        heard = [w for w in words if _spoken(w)]
+        if not self.opt.skip_retry_words or not heard:
+            return False  # (hearing nothing at all is for the mute rule)
+        since = u.buffer.committed_end
+        passed = [w for w in u.buffer.pending if _spoken(w) and w.start >= since - 0.05
+                  and (w.start + w.end) / 2 < heard[0].start]
+        return len(passed) >= self.opt.skip_retry_words
 
     def _stops_short(self, u: _Run, words: list[Word], win_end: float) -> bool:
         """An end decode's last word ends ``tail_check_ms`` or more before the speech the VAD

@@ -1096,3 +1096,32 @@ def test_an_utterance_that_goes_on_while_its_end_decode_is_out_holds_nothing_bac
         s.decoded(req.id, dec(req))
     words = " ".join(x.text for x in finals(events + s.events())).split()
     assert words == [w[0] for w in truth]
+
+
+class SkipsAfterPrefixDecoder(ScriptedDecoder):
+    """As :class:`ScriptedDecoder`, but a careful decode that continues a forced prefix jumps
+    ahead over the first words after it (tiny.en on en-02 flat out: a full window committed
+    "... I want to be an astro." and held "Like how did I know? Yeah. And mine was blank.";
+    the next window, forced past "astro.", went on "I was really fascinated": 17 words of the
+    reference never became final). Without the prefix it hears them."""
+
+    SKIP = 5
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        good = super().__call__(req)
+        if not (req.careful and req.prefix) or len(good.words) <= self.SKIP:
+            return good
+        words = good.words[self.SKIP:]
+        return DecodeResult(words, "".join(w.word for w in words), 0.01, -0.2, 1.2)
+
+
+def test_a_careful_decode_that_jumps_over_words_the_last_one_heard_is_asked_again():
+    audio, truth = make_stream(80)  # 41 s without a pause: full windows, each prefixed
+    s = StreamSession(StreamOptions(), energy_vad())
+    dec = SkipsAfterPrefixDecoder(truth)
+    f = finals(drive_flat(s, dec, audio))
+    assert " ".join(x.text for x in f).split() == [w[0] for w in truth]
+    assert any(r.careful and not r.prefix and r.offset > 0 for r in dec.requests)
+    off = StreamSession(StreamOptions(skip_retry_words=0), energy_vad())
+    got = finals(drive_flat(off, SkipsAfterPrefixDecoder(truth), audio))
+    assert len(" ".join(x.text for x in got).split()) < len(truth)  # the defect, with it off
