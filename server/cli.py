@@ -151,6 +151,17 @@ def _client_parser(sub, name: str, help: str, speaker: bool):  # type: ignore[no
     return p
 
 
+def _count(text: str) -> int:
+    """A whole number, 0 or more (0 turns a rule off; a negative one would fire it always)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {n}")
+    return n
+
+
 def _serve_parser(sub) -> None:  # type: ignore[no-untyped-def]
     from .engine import EngineOptions
     from .session import StreamOptions
@@ -191,10 +202,10 @@ def _serve_parser(sub) -> None:  # type: ignore[no-untyped-def]
                         "than --step-ms of audio arrived while it decoded; 0: never)")
     s.add_argument("--holdback-ms", type=int, default=StreamOptions.holdback_ms,
                    help="words ending this close to the window's end wait for the next decode")
-    s.add_argument("--skip-retry-words", type=int, default=StreamOptions.skip_retry_words,
+    s.add_argument("--skip-retry-words", type=_count, default=StreamOptions.skip_retry_words,
                    help="a careful decode whose first word comes after this many words the "
                         "last hypothesis heard is asked again differently (0: never)")
-    s.add_argument("--tail-check-ms", type=int, default=StreamOptions.tail_check_ms,
+    s.add_argument("--tail-check-ms", type=_count, default=StreamOptions.tail_check_ms,
                    help="an utterance's end decode whose last word ends this long before the "
                         "speech does reads the window again past that word (0: never)")
     s.add_argument("--beam-size", type=int, default=EngineOptions.beam_size,

@@ -590,7 +590,7 @@ class StreamSession:
         mute = (req.careful and not any(_spoken(w) for w in words)
                 and not self._says_no_speech(result)
                 and win_end - u.buffer.committed_end >= self.opt.mute_retry_ms / 1000)
-        skipped = req.careful and self._skips(u, words)
+        skipped = req.careful and self._skips(u, req, words)
         if (verdict == _Verdict.REJECTED or stalls or mute or skipped) and req.careful \
                 and u.retries < len(_ATTEMPTS) - 1:
             u.retries += 1  # retried differently (see next_decode), never skipped
@@ -603,15 +603,17 @@ class StreamSession:
             return
         self._commit(u, kind, result, words, req.duration, win_end, unsure)
 
-    def _skips(self, u: _Run, words: list[Word]) -> bool:
-        """A decode's first word comes after ``skip_retry_words`` or more words that the
-        window's previous hypothesis (not final yet) heard after the committed point."""
+    def _skips(self, u: _Run, req: DecodeRequest, words: list[Word]) -> bool:
+        """A decode forced past a prefix starts its words after ``skip_retry_words`` or more
+        words that the window's previous hypothesis (not final yet) heard after the committed
+        point, and says none of them: Whisper jumped over them. (Words it says again, placed
+        elsewhere by the aligner, are no jump.)"""
         heard = [w for w in words if _spoken(w)]
-        if not self.opt.skip_retry_words or not heard:
+        if self.opt.skip_retry_words <= 0 or not req.prefix or not heard:
             return False  # (hearing nothing at all is for the mute rule)
-        since = u.buffer.committed_end
+        since, said = u.buffer.committed_end, {unit_key(w.word) for w in heard}
         passed = [w for w in u.buffer.pending if _spoken(w) and w.start >= since - 0.05
-                  and (w.start + w.end) / 2 < heard[0].start]
+                  and (w.start + w.end) / 2 < heard[0].start and unit_key(w.word) not in said]
         return len(passed) >= self.opt.skip_retry_words
 
     def _stops_short(self, u: _Run, words: list[Word], win_end: float) -> bool:

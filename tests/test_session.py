@@ -1121,7 +1121,21 @@ def test_a_careful_decode_that_jumps_over_words_the_last_one_heard_is_asked_agai
     dec = SkipsAfterPrefixDecoder(truth)
     f = finals(drive_flat(s, dec, audio))
     assert " ".join(x.text for x in f).split() == [w[0] for w in truth]
-    assert any(r.careful and not r.prefix and r.offset > 0 for r in dec.requests)
+    # asked again from the last final on, without the prefix (the first window has none either)
+    assert any(r.careful and not r.prefix and r.offset > 10 for r in dec.requests)
     off = StreamSession(StreamOptions(skip_retry_words=0), energy_vad())
     got = finals(drive_flat(off, SkipsAfterPrefixDecoder(truth), audio))
     assert len(" ".join(x.text for x in got).split()) < len(truth)  # the defect, with it off
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_careful_decodes_that_jump_over_nothing_are_not_asked_again(flat):
+    audio, truth = make_stream(80)
+    runs = []
+    for words in (3, 0):
+        dec = ScriptedDecoder(truth)
+        f = finals(hang_up(StreamSession(StreamOptions(skip_retry_words=words), energy_vad()),
+                           dec, audio, flat))
+        runs.append(([(r.offset, r.duration, r.prefix) for r in dec.requests], f))
+    assert runs[0][0] == runs[1][0], "the same decodes with the rule on and off"
+    assert len(runs[0][1]) > 3
