@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .agreement import HypothesisBuffer, join_words, unit_key
+from .agreement import HypothesisBuffer, join_words, split_units, unit_key
 from .audio import MODEL_RATE
 from .decoding import DecodeRequest, DecodeResult
 from .text import convert_words, is_unspaced, join_texts, script_for, split_words
@@ -278,6 +278,7 @@ class _Run:
         self.buffer = HypothesisBuffer(committed_end=start / MODEL_RATE)
         self.force_at: int | None = None  # ``finalize``: commit everything heard up to here
         self.retries = 0  # careful decodes of this window the guards rejected
+        self.jumped = False  # ... one of them for jumping over held words (skip_retry_words)
         self.check_until: float | None = None  # a careful decode decides the words up to here
         self.checked_to = -1.0  # ... and has decided them up to here
         self.main_for: int | None = None  # the draft read a window ending here: main's turn
@@ -594,9 +595,12 @@ class StreamSession:
         if (verdict == _Verdict.REJECTED or stalls or mute or skipped) and req.careful \
                 and u.retries < len(_ATTEMPTS) - 1:
             u.retries += 1  # retried differently (see next_decode), never skipped
+            u.jumped = u.jumped or skipped
             u.decoded_to = u.window_start
             return
-        u.retries = 0
+        if u.jumped and req.careful:  # asked again after a jump: what it still leaves out
+            words = self._with_jumped_over(u, words)
+        u.retries, u.jumped = 0, False
         if kind == _Kind.END and self._stops_short(u, words, win_end):
             u.tail, u.tail_for = words, int(round(win_end * MODEL_RATE))
             u.decoded_to = u.window_start
@@ -615,6 +619,24 @@ class StreamSession:
         passed = [w for w in u.buffer.pending if _spoken(w) and w.start >= since - 0.05
                   and (w.start + w.end) / 2 < heard[0].start and unit_key(w.word) not in said]
         return len(passed) >= self.opt.skip_retry_words
+
+    def _with_jumped_over(self, u: _Run, words: list[Word]) -> list[Word]:
+        """``words``, after the held words (the window's previous hypothesis past the committed
+        point) before the first two of them (or else its first), if those are
+        ``skip_retry_words`` or more. Asked from the last final on without prompt or prefix,
+        Whisper may still start further on and stretch its first word over what it left out
+        (en-02 flat out: "And" at 11.88-13.56 s, where the full window before it heard "Like how
+        did I know? Yeah. And mine was blank."): that hypothesis is the one reading of those
+        words there is, and words are never dropped."""
+        opening = [unit_key(w.word) for w in split_units(words) if _spoken(w)][:2]
+        held = [w for w in u.buffer.pending if w.start >= u.buffer.committed_end - 0.05]
+        keys = [unit_key(w.word) for w in held]
+        i = next((i for n in (2, 1) for i in range(len(held)) if opening
+                  and keys[i : i + n] == opening[:n]), 0)
+        if sum(_spoken(w) for w in held[:i]) < self.opt.skip_retry_words:
+            return words
+        t = held[i - 1].end  # the decode's words start after them
+        return held[:i] + [replace(w, start=max(w.start, t), end=max(w.end, t)) for w in words]
 
     def _stops_short(self, u: _Run, words: list[Word], win_end: float) -> bool:
         """An end decode's last word ends ``tail_check_ms`` or more before the speech the VAD

@@ -1128,6 +1128,33 @@ def test_a_careful_decode_that_jumps_over_words_the_last_one_heard_is_asked_agai
     assert len(" ".join(x.text for x in got).split()) < len(truth)  # the defect, with it off
 
 
+class JumpsEvenFromTheLastFinalDecoder(SkipsAfterPrefixDecoder):
+    """As :class:`SkipsAfterPrefixDecoder`, and asked without a prefix from the last final on,
+    past the first window, it still leaves out the first words and stretches its first word
+    over their audio (en-02 flat out, the last retry from 11.88 s: "And" 11.88-13.56 s, and
+    "Like how did I know? Yeah.", which the full window before it heard, never final)."""
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        good = super().__call__(req)
+        if not req.careful or req.prefix or req.offset < 5 or len(good.words) <= self.SKIP:
+            return good
+        first, *rest = good.words[self.SKIP:]
+        words = [replace(first, start=good.words[0].start), *rest]
+        return DecodeResult(tuple(words), "".join(w.word for w in words), 0.01, -0.2, 1.2)
+
+
+def test_words_a_decode_jumps_over_every_time_it_is_asked_come_from_the_last_hypothesis():
+    audio, truth = make_stream(80)
+    s = StreamSession(StreamOptions(), energy_vad())
+    dec = JumpsEvenFromTheLastFinalDecoder(truth)
+    f = finals(drive_flat(s, dec, audio))
+    assert " ".join(x.text for x in f).split() == [w[0] for w in truth]
+    for a, b in zip(f, f[1:]):
+        assert b.start >= a.end
+    for x in f:
+        assert all(p.end <= q.start + 1e-9 for p, q in zip(x.words, x.words[1:]))
+
+
 @pytest.mark.parametrize("flat", [False, True])
 def test_careful_decodes_that_jump_over_nothing_are_not_asked_again(flat):
     audio, truth = make_stream(80)
