@@ -279,6 +279,7 @@ class _Run:
         self.force_at: int | None = None  # ``finalize``: commit everything heard up to here
         self.retries = 0  # careful decodes of this window the guards rejected
         self.jumped = False  # ... one of them for jumping over held words (skip_retry_words)
+        self.held_by: _Kind | None = None  # what the decode whose words are held was for
         self.check_until: float | None = None  # a careful decode decides the words up to here
         self.checked_to = -1.0  # ... and has decided them up to here
         self.main_for: int | None = None  # the draft read a window ending here: main's turn
@@ -623,18 +624,22 @@ class StreamSession:
     def _with_jumped_over(self, u: _Run, words: list[Word]) -> list[Word]:
         """``words``, after the held words (the window's previous hypothesis past the committed
         point) before the first two of them (or else its first), if those are
-        ``skip_retry_words`` or more. Asked from the last final on without prompt or prefix,
-        Whisper may still start further on and stretch its first word over what it left out
-        (en-02 flat out: "And" at 11.88-13.56 s, where the full window before it heard "Like how
-        did I know? Yeah. And mine was blank."): that hypothesis is the one reading of those
-        words there is, and words are never dropped."""
-        opening = [unit_key(w.word) for w in split_units(words) if _spoken(w)][:2]
+        ``skip_retry_words`` or more and a careful decode heard them. Asked from the last final
+        on without prompt or prefix, Whisper may still start further on and stretch its first
+        word over what it left out (en-02 flat out: "And" at 11.88-13.56 s, where the full
+        window before it heard "Like how did I know? Yeah. And mine was blank."): that
+        hypothesis is the one reading of those words there is, and words are never dropped."""
+        if u.held_by in (None, _Kind.STEP):
+            return words  # a greedy step's words are no reading to trust: it may invent them
+        said = [unit_key(w.word) for w in split_units(words) if _spoken(w)]
         held = [w for w in u.buffer.pending if w.start >= u.buffer.committed_end - 0.05]
         keys = [unit_key(w.word) for w in held]
-        i = next((i for n in (2, 1) for i in range(len(held)) if opening
-                  and keys[i : i + n] == opening[:n]), 0)
-        if sum(_spoken(w) for w in held[:i]) < self.opt.skip_retry_words:
-            return words
+        i = next((i for n in (2, 1) for i in range(len(held)) if said
+                  and keys[i : i + n] == said[:n]), 0)
+        pairs = set(zip(said, said[1:]))
+        if sum(_spoken(w) for w in held[:i]) < self.opt.skip_retry_words or any(
+                p in pairs for p in zip(keys[:i], keys[1:i])):
+            return words  # (nor when it says two of them in a row itself: it did not jump)
         t = held[i - 1].end  # the decode's words start after them
         return held[:i] + [replace(w, start=max(w.start, t), end=max(w.end, t)) for w in words]
 
@@ -653,6 +658,7 @@ class StreamSession:
         """What a decode's accepted words make final, by what the decode was for."""
         keep_from = win_end - self.opt.stall_keep_ms / 1000
         u.buffer.insert(words)
+        u.held_by = kind
         if kind == _Kind.END:
             self._emit_final(u.buffer.commit_all(), eou=True)
             self._end_sentence(u)

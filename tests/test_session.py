@@ -1155,6 +1155,62 @@ def test_words_a_decode_jumps_over_every_time_it_is_asked_come_from_the_last_hyp
         assert all(p.end <= q.start + 1e-9 for p, q in zip(x.words, x.words[1:]))
 
 
+class OpensWithALaterWordDecoder(SkipsAfterPrefixDecoder):
+    """As :class:`SkipsAfterPrefixDecoder`, and asked without a prefix past the first window, it
+    hears every word but opens with a short one more that the held words say three words on
+    (Whisper opening a decode without context with "And" or "So")."""
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        good = super().__call__(req)
+        if not req.careful or req.prefix or req.offset < 5 or len(good.words) <= self.SKIP:
+            return good
+        w0, w3 = good.words[0], good.words[3]
+        extra = replace(w0, word=w3.word, end=w0.start + 0.01)
+        words = (extra, replace(w0, start=w0.start + 0.01), *good.words[1:])
+        return DecodeResult(words, "".join(w.word for w in words), 0.01, -0.2, 1.2)
+
+
+def test_a_retry_that_says_the_held_words_itself_gets_none_of_them_twice():
+    audio, truth = make_stream(80)
+    dec = OpensWithALaterWordDecoder(truth)
+    f = finals(drive_flat(StreamSession(StreamOptions(), energy_vad()), dec, audio))
+    got = " ".join(x.text for x in f).split()
+    assert set(got) == {w[0] for w in truth}
+    retries = [r for r in dec.requests if r.careful and not r.prefix and r.offset >= 5]
+    assert retries
+    assert len(got) == len(truth) + len(retries)  # the word each adds, nothing held again
+
+
+class InventsInPausesDecoder(ScriptedDecoder):
+    """Greedy steps invent three words in each pause, different each time (so they never
+    agree); careful decodes hear only what was said."""
+
+    def __init__(self, truth, pauses):
+        super().__init__(truth)
+        self.pauses = pauses
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        good = super().__call__(req)
+        if req.careful:
+            return good
+        a, b = req.offset, req.offset + req.duration
+        words = list(good.words)
+        for ps, pe in self.pauses:
+            if a < ps and pe < b:
+                words += [Word(f" x{req.id}k{k}", ps - a + 0.1 + 0.25 * k, ps - a + 0.3 + 0.25 * k,
+                               0.9) for k in range(3)]
+        words.sort(key=lambda w: w.start)
+        return DecodeResult(tuple(words), "".join(w.word for w in words), 0.01, -0.2, 1.2)
+
+
+def test_words_only_greedy_steps_heard_never_fill_a_jump():
+    audio, truth = make_stream(80, pause_every=10, pause_s=1.0)
+    pauses = [(truth[i][2] + 0.1, truth[i + 1][1]) for i in range(9, 79, 10)]
+    f = finals(drive(StreamSession(StreamOptions(), energy_vad()),
+                     InventsInPausesDecoder(truth, pauses), audio))
+    assert " ".join(x.text for x in f).split() == [w[0] for w in truth]
+
+
 @pytest.mark.parametrize("flat", [False, True])
 def test_careful_decodes_that_jump_over_nothing_are_not_asked_again(flat):
     audio, truth = make_stream(80)
