@@ -221,6 +221,20 @@ def _drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str]
     return kept_w, kept_k
 
 
+def _unsqueezed(req: DecodeRequest, out: list[Word]) -> list[Word]:
+    """``out`` without the words at its end that the aligner could not place in the audio: two
+    or more squeezed to no duration were not said (Whisper continues its prompt over silence).
+    One such word that Whisper itself doubts goes too, at the end of a decode whose words all
+    become final: no later decode can confirm it ("answer now?" then "No.", p=0.07)."""
+    n = len(out)
+    while n and _squeezed(out[n - 1]):
+        n -= 1
+    if len(out) - n >= 2 or (req.final and n < len(out)
+                             and out[-1].probability < SQUEEZED_PROBABILITY):
+        return out[:n]
+    return out
+
+
 def _squeezed(w: Word) -> bool:
     """The aligner gave the word no time: nothing in the audio says it."""
     return w.end - w.start < 0.02
@@ -810,17 +824,6 @@ class StreamSession:
         lapsed = req.task == "translate" and any(is_unspaced(c) for w in out for c in w.word)
         if lapsed:
             out = [w for w in out if not any(is_unspaced(c) for c in w.word)]
-        # Words the aligner could not place in the audio (two or more at the end squeezed to no
-        # duration) were not said: Whisper continues its prompt over silence.
-        n = len(out)
-        while n and _squeezed(out[n - 1]):
-            n -= 1
-        if len(out) - n >= 2:
-            out = out[:n]
-        # One such word that Whisper itself doubts, at the end of a decode whose words all
-        # become final: no later decode can confirm it ("answer now?" then "No.", p=0.07)
-        elif req.final and n < len(out) and out[-1].probability < SQUEEZED_PROBABILITY:
-            out = out[:n]
         keys = [unit_key(w.word) for w in out]
         # what is already final in the window: the forced prefix, or, when a retry went without
         # it, the final words Whisper hears again ("Gator loves China" final; then "Gator
@@ -855,16 +858,20 @@ class StreamSession:
         out, keys = out[first:], keys[first:]
         new = len(out)
         out, keys = _drop_unsure_echoes(prefix, out, keys)
+        # a loop is cut where it starts, also when the aligner squeezed its repeat past the
+        # audio (en-06: "Does he" final, then "know the biscuit? Does he know the biscuit?",
+        # the second "know the biscuit?" squeezed: cut after it, "Does he" was said twice)
         cut = loop_start(prefix, keys)
-        trimmed = cut < len(keys) or len(out) < new or first + new < len(r.words)
+        kept = _unsqueezed(req, out[:cut])
+        trimmed = cut < len(keys) or len(kept) < new or first + new < len(r.words)
         if not trimmed and r.compression_ratio > o.compression_ratio_threshold:
             return [], _Verdict.REJECTED  # repetitive, and no loop found to cut away
-        if cut == 0 and keys:
+        if cut == 0 and _unsqueezed(req, out):
             return [], _Verdict.REJECTED  # it loops from its first word on
         # a loop keeps what came before it
         if lapsed:
-            return out[:cut], _Verdict.REJECTED
-        return out[:cut], _Verdict.TRIMMED if trimmed else _Verdict.WHOLE
+            return kept, _Verdict.REJECTED
+        return kept, _Verdict.TRIMMED if trimmed else _Verdict.WHOLE
 
     # -- events --------------------------------------------------------------------------
     def events(self) -> list[Message]:

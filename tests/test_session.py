@@ -270,6 +270,29 @@ def test_words_squeezed_past_the_end_of_an_utterance(ghosts, kept):
     assert text.split() == ["w0", "w1", "w2", "w3"] + said
 
 
+def test_a_loop_whose_repeat_is_squeezed_past_the_audio_is_cut_where_it_starts():
+    """en-06 in real time over the WebSocket: "Does he" final, then the utterance's end decode
+    "know the biscuit? Does he know the biscuit?", the second "know the biscuit?" squeezed to
+    no time at the window's end. The squeezed words went, and the "Does he" before them, the
+    loop's start, became final: "Does he know the biscuit? Does he Here is Tim's clothes."
+    The loop is cut where it starts, whatever the aligner made of its repeat."""
+    audio, truth = make_stream(12)
+
+    def loops_at_the_end(req):
+        r = ScriptedDecoder(truth)(req)
+        held = req.prefix.split()[-2:]
+        if not req.final or len(held) < 2 or not r.words:
+            return r
+        t, end = r.words[-1].end, req.duration
+        again = Word(" " + held[0], t + 0.1, t + 0.4, 0.9)  # the loop starts in time...
+        squeezed = tuple(Word(w, end, end, 0.9) for w in [" " + held[1], *(w.word for w in r.words)])
+        return DecodeResult(r.words + (again,) + squeezed, r.text, 0.01, -0.3, 1.2)  # ...and ends
+
+    text = " ".join(f.text for f in finals(drive(StreamSession(StreamOptions(), energy_vad()),
+                                                loops_at_the_end, audio)))
+    assert text.split() == [w[0] for w in truth]
+
+
 def test_an_utterance_ended_without_a_full_stop_ends_its_sentence_for_the_context():
     """en-06 over the WebSocket: the end decode of the first utterance wrote "Cajun loves
     China" with no full stop, and Whisper, forced to continue that text, wrote the rest of the
