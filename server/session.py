@@ -221,18 +221,19 @@ def _drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str]
     return kept_w, kept_k
 
 
-def _unsqueezed(req: DecodeRequest, out: list[Word]) -> list[Word]:
-    """``out`` without the words at its end that the aligner could not place in the audio: two
-    or more squeezed to no duration were not said (Whisper continues its prompt over silence).
-    One such word that Whisper itself doubts goes too, at the end of a decode whose words all
-    become final: no later decode can confirm it ("answer now?" then "No.", p=0.07)."""
+def _unsaid(req: DecodeRequest, out: list[Word]) -> set[int]:
+    """The words at the end of a decode that the aligner could not place in the audio (by
+    ``id``: two squeezed words may be equal): two or more squeezed to no duration were not said
+    (Whisper continues its prompt over silence). One such word that Whisper itself doubts is
+    not either, at the end of a decode whose words all become final: no later decode can
+    confirm it ("answer now?" then "No.", p=0.07)."""
     n = len(out)
     while n and _squeezed(out[n - 1]):
         n -= 1
     if len(out) - n >= 2 or (req.final and n < len(out)
                              and out[-1].probability < SQUEEZED_PROBABILITY):
-        return out[:n]
-    return out
+        return {id(w) for w in out[n:]}
+    return set()
 
 
 def _squeezed(w: Word) -> bool:
@@ -824,6 +825,7 @@ class StreamSession:
         lapsed = req.task == "translate" and any(is_unspaced(c) for w in out for c in w.word)
         if lapsed:
             out = [w for w in out if not any(is_unspaced(c) for c in w.word)]
+        unsaid = _unsaid(req, out)  # they go after the loop cut (below)
         keys = [unit_key(w.word) for w in out]
         # what is already final in the window: the forced prefix, or, when a retry went without
         # it, the final words Whisper hears again ("Gator loves China" final; then "Gator
@@ -862,11 +864,11 @@ class StreamSession:
         # audio (en-06: "Does he" final, then "know the biscuit? Does he know the biscuit?",
         # the second "know the biscuit?" squeezed: cut after it, "Does he" was said twice)
         cut = loop_start(prefix, keys)
-        kept = _unsqueezed(req, out[:cut])
+        kept = [w for w in out[:cut] if id(w) not in unsaid]
         trimmed = cut < len(keys) or len(kept) < new or first + new < len(r.words)
         if not trimmed and r.compression_ratio > o.compression_ratio_threshold:
             return [], _Verdict.REJECTED  # repetitive, and no loop found to cut away
-        if cut == 0 and _unsqueezed(req, out):
+        if cut == 0 and any(id(w) not in unsaid for w in out):
             return [], _Verdict.REJECTED  # it loops from its first word on
         # a loop keeps what came before it
         if lapsed:

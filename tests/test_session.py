@@ -293,6 +293,24 @@ def test_a_loop_whose_repeat_is_squeezed_past_the_audio_is_cut_where_it_starts()
     assert text.split() == [w[0] for w in truth]
 
 
+def test_squeezed_words_at_the_end_are_counted_before_an_echo_among_them_goes():
+    """Two words squeezed past the audio were not said, also when the first of them echoes the
+    word before it (which the echo rule drops on its own): the second is no word alone."""
+    audio, truth = make_stream(4)
+
+    def echo_and_ghost(req):
+        r = ScriptedDecoder(truth)(req)
+        if not req.final or not r.words:
+            return r
+        end = req.duration
+        ghosts = (Word(r.words[-1].word, end, end, 0.9), Word(" okay", end, end, 0.9))
+        return DecodeResult(r.words + ghosts, r.text, 0.01, -0.3, 1.2)
+
+    text = " ".join(f.text for f in finals(drive(StreamSession(StreamOptions(), energy_vad()),
+                                                echo_and_ghost, audio)))
+    assert text.split() == [w[0] for w in truth]
+
+
 def test_an_utterance_ended_without_a_full_stop_ends_its_sentence_for_the_context():
     """en-06 over the WebSocket: the end decode of the first utterance wrote "Cajun loves
     China" with no full stop, and Whisper, forced to continue that text, wrote the rest of the
