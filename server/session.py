@@ -188,11 +188,23 @@ def restarted_head(prefix: list[str], keys: list[str]) -> int:
 ECHO_PROBABILITY = 0.5
 # below this, a final decode's last word that the aligner squeezed to no duration was not said
 SQUEEZED_PROBABILITY = 0.1
-# A word placed in already-final audio is a re-read if the prefix's last units say it, or if
-# it ends this far inside the final audio whatever it says.
+# A word placed in already-final audio is a re-read if it reads the last final units again
+# (among the last ``REREAD_UNITS``: see _rereads), or if it ends this far inside the final
+# audio whatever it says.
 REREAD_UNITS = 8
 REREAD_SLACK_S = 0.3
 REREAD_STRETCH_S = 0.05
+
+
+def _rereads(tail: list[str], keys: list[str]) -> bool:
+    """``keys[0]``, placed just inside final audio, reads the end of ``tail`` (the last final
+    units) again: it is one of the last two, or the word after it says the next one of
+    ``tail`` too (or there is none). A word the prefix said further back, followed by another
+    than there, is new (en-02: "... didn't know what I wanted to be you" final, then "know
+    you look back")."""
+    n = len(tail)
+    return any(i >= n - 2 or len(keys) < 2 or keys[1] == tail[i + 1]
+               for i in range(n) if tail[i] == keys[0])
 
 
 def _drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str]
@@ -844,10 +856,10 @@ class StreamSession:
         # is new unless the prefix just said it.
         first = 0
         # (the committed words, not only the prefix: a retry without the prefix reads them all)
-        recent = set(prefix[-REREAD_UNITS:]) | {unit_key(w.word) for w in (committed or [])[
-            -REREAD_UNITS:]}
+        tail = ([unit_key(w.word) for w in (committed or []) if (w.start + w.end) / 2 < req.offset]
+                + prefix)[-REREAD_UNITS:]
         while first < len(out) and (out[first].start + out[first].end) / 2 < committed_end and (
-                keys[first] in recent or out[first].end < committed_end - REREAD_SLACK_S):
+                out[first].end < committed_end - REREAD_SLACK_S or _rereads(tail, keys[first:])):
             first += 1
         # A retry without the prefix reads the final words again, and the aligner may stretch
         # the last of them from the final audio's end into the pause after it (en-07: "... on

@@ -722,24 +722,46 @@ def test_a_translation_lapsing_into_chinese_is_asked_again_keeping_its_english()
     assert verdict.name == "REJECTED"
 
 
+def accepted(prefix: str, offset: float, heard: list[tuple], win_end: float,
+             committed_end: float) -> list[str]:
+    """The words of one decode (``(word, start, end, probability)`` in window time) that a
+    fresh session accepts after the forced ``prefix``."""
+    s = StreamSession(StreamOptions(), energy_vad())
+    req = DecodeRequest(1, np.zeros(int(16000 * (win_end - offset)), np.float32), offset,
+                        prefix=prefix)
+    r = DecodeResult(tuple(Word(*w) for w in heard), "", 0.02, -0.05, 1.36)
+    return [w.word for w in s._accepted_words(req, r, win_end, committed_end)[0]]
+
+
 def test_a_new_word_the_aligner_puts_just_inside_final_audio_is_kept():
     """en-02 in real time: "blank. I" is final, the "I" squeezed to no time at 15.73 s; the next
     decode says "mean I didn't know" and places "mean" at 15.68 s. It is no re-read of the
     prefix, so it stays (dropping it gave "I I didn't know")."""
-    s = StreamSession(StreamOptions(), energy_vad())
-    req = DecodeRequest(1, np.zeros(16000 * 9, np.float32), 8.16,
-                        prefix=" did I know? Yeah. And mine was blank. I")
-    r = DecodeResult((Word(" mean", 7.52, 7.52, 0.8), Word(" I", 7.52, 8.18, 0.75),
-                      Word(" didn't", 8.22, 8.56, 0.99)), "", 0.02, -0.05, 1.36)
-    words, _ = s._accepted_words(req, r, 16.74, 15.73)
-    assert [w.word for w in words] == [" mean", " I", " didn't"]
+    prefix = " did I know? Yeah. And mine was blank. I"
+    new = [(" mean", 7.52, 7.52, 0.8), (" I", 7.52, 8.18, 0.75), (" didn't", 8.22, 8.56, 0.99)]
+    assert accepted(prefix, 8.16, new, 16.74, 15.73) == [" mean", " I", " didn't"]
     # the prefix's own words heard again there, or anything well inside final audio, are not
-    again = DecodeResult((Word(" blank.", 7.0, 7.5, 0.9), Word(" I", 7.52, 7.56, 0.9),
-                          Word(" mean", 7.6, 7.9, 0.8)), "", 0.02, -0.05, 1.36)
-    assert [w.word for w in s._accepted_words(req, again, 16.74, 15.73)[0]] == [" mean"]
-    early = DecodeResult((Word(" so", 6.9, 7.2, 0.9), Word(" mean", 7.6, 7.9, 0.8)),
-                         "", 0.02, -0.05, 1.36)
-    assert [w.word for w in s._accepted_words(req, early, 16.74, 15.73)[0]] == [" mean"]
+    again = [(" blank.", 7.0, 7.5, 0.9), (" I", 7.52, 7.56, 0.9), (" mean", 7.6, 7.9, 0.8)]
+    assert accepted(prefix, 8.16, again, 16.74, 15.73) == [" mean"]
+    early = [(" so", 6.9, 7.2, 0.9), (" mean", 7.6, 7.9, 0.8)]
+    assert accepted(prefix, 8.16, early, 16.74, 15.73) == [" mean"]
+
+
+def test_a_new_word_the_prefix_said_earlier_is_kept_just_inside_final_audio():
+    """en-02 in real time (replayed at +0.11 s): "... I didn't know what I wanted to be you" is
+    final to 6.64 s; two steps agree on "know you look back at people's" with "know" squeezed
+    to 6.62-6.64 s. The prefix said "know" six words back, but Whisper is not reading the
+    prefix again there (its next word is "you", not "what"): dropping it left "be you you
+    look back" final, "know" lost."""
+    prefix = " when I was growing up I didn't know what I wanted to be you"
+    new = [(" know", 6.62, 6.64, 0.98), (" you", 6.64, 6.78, 0.93), (" look", 6.78, 6.96, 0.99)]
+    assert accepted(prefix, 0.0, new, 8.43, 6.64) == [" know", " you", " look"]
+    # reading the prefix's end again there is still no new word, from one of its last two
+    # units or from further back when the words after it say the rest of the prefix again
+    for heard in ([" you"], [" be", " you"], [" wanted", " to", " be", " you"]):
+        again = [(w, 6.5 + 0.04 * i, 6.53 + 0.04 * i, 0.9) for i, w in enumerate(heard)]
+        assert accepted(prefix, 0.0, again + [(" look", 6.8, 6.96, 0.99)], 8.43, 6.64) == [
+            " look"], heard
 
 
 class ClosingDecoder(ScriptedDecoder):
