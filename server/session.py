@@ -198,12 +198,13 @@ REREAD_STRETCH_S = 0.05
 
 def _rereads(tail: list[str], keys: list[str]) -> bool:
     """``keys[0]``, placed just inside final audio, reads the end of ``tail`` (the last final
-    units) again: it is one of the last two, or the word after it says the next one of
-    ``tail`` too (or there is none). A word the prefix said further back, followed by another
-    than there, is new (en-02: "... didn't know what I wanted to be you" final, then "know
-    you look back")."""
+    units) again: it equals one of the last two units, or the word after it says one of the
+    two units after it there (a re-read may leave out a short word: "be vet." for "be a
+    vet."), or there is no word after it. A word the finals said further back and followed
+    by different words is new (en-02: "... didn't know what I wanted to be you" final, then
+    "know you look back")."""
     n = len(tail)
-    return any(i >= n - 2 or len(keys) < 2 or keys[1] == tail[i + 1]
+    return any(i >= n - 2 or len(keys) < 2 or keys[1] in tail[i + 1 : i + 3]
                for i in range(n) if tail[i] == keys[0])
 
 
@@ -853,7 +854,7 @@ class StreamSession:
         # looks: "just incredibly" + "incredibly, incredibly valuable" is a speaker saying a
         # word twice, not a word said three times. A word the aligner merely squeezed against
         # the final audio's end ("blank. I" final, then "mean" placed 0.05 s before its end)
-        # is new unless the prefix just said it.
+        # is new unless it reads the end of the final text again (see _rereads).
         first = 0
         # (the committed words, not only the prefix: a retry without the prefix reads them all)
         tail = ([unit_key(w.word) for w in (committed or []) if (w.start + w.end) / 2 < req.offset]

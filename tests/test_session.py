@@ -762,6 +762,9 @@ def test_a_new_word_the_prefix_said_earlier_is_kept_just_inside_final_audio():
         again = [(w, 6.5 + 0.04 * i, 6.53 + 0.04 * i, 0.9) for i, w in enumerate(heard)]
         assert accepted(prefix, 0.0, again + [(" look", 6.8, 6.96, 0.99)], 8.43, 6.64) == [
             " look"], heard
+    # ... also when the re-read leaves out a short word ("be vet." for "be a vet.")
+    vet = [(" be", 6.36, 6.5, 0.9), (" vet.", 6.5, 6.64, 0.9), (" and", 6.9, 7.1, 0.9)]
+    assert accepted(" Well, I wanted to be a vet.", 0.0, vet, 8.0, 6.64) == [" and"]
 
 
 class ClosingDecoder(ScriptedDecoder):
