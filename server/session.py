@@ -198,14 +198,35 @@ REREAD_STRETCH_S = 0.05
 
 def _rereads(tail: list[str], keys: list[str]) -> bool:
     """``keys[0]``, placed just inside final audio, reads the end of ``tail`` (the last final
-    units) again: it equals one of the last two units, or the word after it says one of the
-    two units after it there (a re-read may leave out a short word: "be vet." for "be a
-    vet."), or there is no word after it. A word the finals said further back and followed
-    by different words is new (en-02: "... didn't know what I wanted to be you" final, then
-    "know you look back")."""
+    units) again: it equals one of the last two units, or the words from it say the units from
+    there on to the end (or stop before it), the word after it saying one of the two units
+    after it there. A word the finals said further back and followed by different words is
+    new: "... didn't know what I wanted to be you" final, then "know you look back" (en-02), or
+    a phrase said again that goes on differently, "know what I mean, so"."""
     n = len(tail)
-    return any(i >= n - 2 or len(keys) < 2 or keys[1] in tail[i + 1 : i + 3]
+    return any(i >= n - 2 or len(keys) < 2
+               or (keys[1] in tail[i + 1 : i + 3] and _reads_on(tail[i:], keys))
                for i in range(n) if tail[i] == keys[0])
+
+
+def _reads_on(tail: list[str], keys: list[str]) -> bool:
+    """``keys`` say ``tail`` to its end, or as far as they go, but for one word left out (a
+    re-read may drop a short word: "be vet." for "be a vet."), put in or misheard."""
+    j = k = slips = 0
+    while j < len(tail) and k < len(keys):
+        if tail[j] == keys[k]:
+            j, k = j + 1, k + 1
+            continue
+        slips += 1
+        if slips > 1:
+            return False
+        if tail[j + 1 : j + 2] == keys[k : k + 1]:
+            j += 1
+        elif keys[k + 1 : k + 2] == tail[j : j + 1]:
+            k += 1
+        else:
+            j, k = j + 1, k + 1
+    return True
 
 
 def _drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str]
@@ -257,6 +278,11 @@ def _squeezed(w: Word) -> bool:
 def _from(words: list[Word], t: float) -> list[Word]:
     """The words of a window that starts at stream time ``t`` (those centred in it)."""
     return [w for w in words if (w.start + w.end) / 2 >= t]
+
+
+def _before(words: list[Word], t: float) -> list[Word]:
+    """The words before a window that starts at stream time ``t``: those ``_from`` leaves."""
+    return [w for w in words if (w.start + w.end) / 2 < t]
 
 
 def _spoken(w: Word) -> bool:
@@ -857,10 +883,11 @@ class StreamSession:
         # is new unless it reads the end of the final text again (see _rereads).
         first = 0
         # (the committed words, not only the prefix: a retry without the prefix reads them all)
-        tail = ([unit_key(w.word) for w in (committed or []) if (w.start + w.end) / 2 < req.offset]
+        tail = ([unit_key(w.word) for w in _before(committed or [], req.offset)]
                 + prefix)[-REREAD_UNITS:]
         while first < len(out) and (out[first].start + out[first].end) / 2 < committed_end and (
-                out[first].end < committed_end - REREAD_SLACK_S or _rereads(tail, keys[first:])):
+                out[first].end < committed_end - REREAD_SLACK_S
+                or _rereads(tail, keys[first:])):
             first += 1
         # A retry without the prefix reads the final words again, and the aligner may stretch
         # the last of them from the final audio's end into the pause after it (en-07: "... on

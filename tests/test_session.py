@@ -767,6 +767,21 @@ def test_a_new_word_the_prefix_said_earlier_is_kept_just_inside_final_audio():
     assert accepted(" Well, I wanted to be a vet.", 0.0, vet, 8.0, 6.64) == [" and"]
 
 
+def test_a_new_phrase_that_starts_as_the_finals_did_is_kept_just_inside_final_audio():
+    """A speaker saying a phrase again ("... know what I wanted to be you" final, then "know
+    what I mean, so", "know" squeezed just inside the final audio): its first words read the
+    finals' again, but it goes on differently well before their end, so it is new. Reading on
+    to the end, or stopping before it, is a re-read still."""
+    prefix = " when I was growing up I didn't know what I wanted to be you"
+    mean = [(" know", 6.62, 6.64, 0.98), (" what", 6.64, 6.8, 0.95), (" I", 6.8, 6.9, 0.95),
+            (" mean,", 6.9, 7.2, 0.95), (" so", 7.3, 7.5, 0.95)]
+    assert accepted(prefix, 0.0, mean, 8.43, 6.64) == [" know", " what", " I", " mean,", " so"]
+    reread = [(w, 6.28 + 0.05 * i, 6.32 + 0.05 * i, 0.9)
+              for i, w in enumerate(" know what I wanted to be you".split(" ")[1:])]
+    assert accepted(prefix, 0.0, reread + [(" look", 6.8, 6.96, 0.99)], 8.43, 6.64) == [" look"]
+    assert accepted(prefix, 0.0, reread[:3], 8.43, 6.64) == []
+
+
 class ClosingDecoder(ScriptedDecoder):
     """Given a forced prefix, only closes its sentence (".") and stops, as tiny.en did on en-06
     after "Cajun loves China" for 11 s of speech; without the prefix it hears the words."""
