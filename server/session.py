@@ -95,8 +95,10 @@ class StreamOptions:
     # An utterance's end decode whose last word ends this long before the speech the VAD heard
     # reads the window once more, its words as forced prefix, before they become final:
     # Whisper may close a question after "for?" and stop, leaving out the last 0.7 s ("at Old
-    # Dominion", en-01's tail); forced past "for?", it writes "Old Dominion." 0: never.
-    tail_check_ms: int = 500
+    # Dominion", en-01's tail); forced past "for?", it writes "Old Dominion." Flat out on the
+    # AVX-512 EPYC it stopped at "for old" 0.46 s before the speech did, and "Dominion" was
+    # lost (read on, it came as "minion?"): a short last word is enough. 0: never.
+    tail_check_ms: int = 300
     # a ``finalize`` waits until the utterance holds this much audio past the committed point:
     # Whisper invents words ("Thank you.") for slivers of audio decoded on their own
     min_final_ms: int = 1000
