@@ -201,8 +201,8 @@ REREAD_STRETCH_S = 0.05
 def _rereads(tail: list[str], keys: list[str]) -> bool:
     """``keys[0]``, placed just inside final audio, reads the end of ``tail`` (the last final
     units) again: it equals one of the last two units, or the words from it say the units from
-    there on to the end (or stop before it), the word after it saying one of the two units
-    after it there. A word the finals said further back and followed by different words is
+    there on to the end (or stop before it) but for one word left out, put in or misheard, the
+    word after it saying one of the two units after it there. A word the finals said further back and followed by different words is
     new: "... didn't know what I wanted to be you" final, then "know you look back" (en-02), or
     a phrase said again that goes on differently, "know what I mean, so"."""
     n = len(tail)
@@ -211,24 +211,17 @@ def _rereads(tail: list[str], keys: list[str]) -> bool:
                for i in range(n) if tail[i] == keys[0])
 
 
-def _reads_on(tail: list[str], keys: list[str]) -> bool:
-    """``keys`` say ``tail`` to its end, or as far as they go, but for one word left out (a
-    re-read may drop a short word: "be vet." for "be a vet."), put in or misheard."""
-    j = k = slips = 0
-    while j < len(tail) and k < len(keys):
-        if tail[j] == keys[k]:
-            j, k = j + 1, k + 1
-            continue
-        slips += 1
-        if slips > 1:
-            return False
-        if tail[j + 1 : j + 2] == keys[k : k + 1]:
-            j += 1
-        elif keys[k + 1 : k + 2] == tail[j : j + 1]:
-            k += 1
-        else:
-            j, k = j + 1, k + 1
-    return True
+def _reads_on(tail: list[str], keys: list[str], slips: int = 1) -> bool:
+    """``keys`` say ``tail`` to its end, or as far as they go, but for ``slips`` words left out
+    (a re-read may drop a short word: "be vet." for "be a vet."), put in or misheard; each
+    kind is tried at a mismatch, not only the first that fits."""
+    j = 0
+    while j < len(tail) and j < len(keys) and tail[j] == keys[j]:
+        j += 1
+    if j == len(tail) or j == len(keys):
+        return True
+    return slips > 0 and any(_reads_on(tail[j + a :], keys[j + b :], slips - 1)
+                             for a, b in ((1, 0), (0, 1), (1, 1)))
 
 
 def _drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str]

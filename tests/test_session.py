@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from whisperwire.server.decoding import DecodeRequest, DecodeResult
-from whisperwire.server.session import StreamOptions, StreamSession, restarted_head
+from whisperwire.server.session import StreamOptions, StreamSession, _rereads, restarted_head
 from whisperwire.server.vad import VadOptions, VadSegmenter
 from whisperwire.server.wire import Final, Partial, Word
 
@@ -780,6 +780,10 @@ def test_a_new_phrase_that_starts_as_the_finals_did_is_kept_just_inside_final_au
               for i, w in enumerate(" know what I wanted to be you".split(" ")[1:])]
     assert accepted(prefix, 0.0, reread + [(" look", 6.8, 6.96, 0.99)], 8.43, 6.64) == [" look"]
     assert accepted(prefix, 0.0, reread[:3], 8.43, 6.64) == []
+    # one word put in or misheard anywhere in a re-read, not only where it first fits
+    assert _rereads("he said that that was fine ok".split(), "said that was that was fine".split())
+    assert _rereads("and mine was blank i".split(), "and was was blank".split())
+    assert not _rereads("and mine was blank i".split(), "and was so very blank".split())
 
 
 class ClosingDecoder(ScriptedDecoder):
