@@ -202,9 +202,10 @@ def _rereads(tail: list[str], keys: list[str]) -> bool:
     """``keys[0]``, placed just inside final audio, reads the end of ``tail`` (the last final
     units) again: it equals one of the last two units, or the words from it say the units from
     there on to the end (or stop before it) but for one word left out, put in or misheard, the
-    word after it saying one of the two units after it there. A word the finals said further back and followed by different words is
-    new: "... didn't know what I wanted to be you" final, then "know you look back" (en-02), or
-    a phrase said again that goes on differently, "know what I mean, so"."""
+    word after it saying one of the two units after it there. A word the finals said further
+    back and followed by different words is new: "... didn't know what I wanted to be you"
+    final, then "know you look back" (en-02), or a phrase said again that goes on
+    differently, "know what I mean, so"."""
     n = len(tail)
     return any(i >= n - 2 or len(keys) < 2
                or (keys[1] in tail[i + 1 : i + 3] and _reads_on(tail[i:], keys))
@@ -270,14 +271,20 @@ def _squeezed(w: Word) -> bool:
     return w.end - w.start < 0.02
 
 
+def _centre(w: Word) -> float:
+    """Where a word lies, for the questions of which side of a point it falls on: the aligner
+    may put either of its ends a little across."""
+    return (w.start + w.end) / 2
+
+
 def _from(words: list[Word], t: float) -> list[Word]:
     """The words of a window that starts at stream time ``t`` (those centred in it)."""
-    return [w for w in words if (w.start + w.end) / 2 >= t]
+    return [w for w in words if _centre(w) >= t]
 
 
 def _before(words: list[Word], t: float) -> list[Word]:
     """The words before a window that starts at stream time ``t``: those ``_from`` leaves."""
-    return [w for w in words if (w.start + w.end) / 2 < t]
+    return [w for w in words if _centre(w) < t]
 
 
 def _spoken(w: Word) -> bool:
@@ -624,7 +631,7 @@ class StreamSession:
             # held sentence read again, however worded ("They all to take a little of this
             # Christmas spirit." held, then "They all took a little ..." squeezed there, en-05)
             i = 0
-            while i < len(words) and (words[i].start + words[i].end) / 2 < tail[-1].end:
+            while i < len(words) and _centre(words[i]) < tail[-1].end:
                 i += 1
             new = words[i:] if verdict != _Verdict.REJECTED else []
             self._commit(u, kind, result, tail + new, req.duration, win_end, unsure)
@@ -667,7 +674,7 @@ class StreamSession:
             return False  # (hearing nothing at all is for the mute rule)
         since, said = u.buffer.committed_end, {unit_key(w.word) for w in heard}
         passed = [w for w in u.buffer.pending if _spoken(w) and w.start >= since - 0.05
-                  and (w.start + w.end) / 2 < heard[0].start and unit_key(w.word) not in said]
+                  and _centre(w) < heard[0].start and unit_key(w.word) not in said]
         return len(passed) >= self.opt.skip_retry_words
 
     def _with_jumped_over(self, u: _Run, words: list[Word]) -> list[Word]:
@@ -880,7 +887,7 @@ class StreamSession:
         # (the committed words, not only the prefix: a retry without the prefix reads them all)
         tail = ([unit_key(w.word) for w in _before(committed or [], req.offset)]
                 + prefix)[-REREAD_UNITS:]
-        while first < len(out) and (out[first].start + out[first].end) / 2 < committed_end and (
+        while first < len(out) and _centre(out[first]) < committed_end and (
                 out[first].end < committed_end - REREAD_SLACK_S
                 or _rereads(tail, keys[first:])):
             first += 1
