@@ -7,7 +7,9 @@ the reference next to offline decoding of the same file with the same model (fas
 beam 5, the way the corpus READMEs measured it). Per file it reports what users notice: the
 WER, its distance from offline, whether the last words arrived, adjacent repeated words the
 reference does not have (seams decoded twice) and the longest run of reference words missing
-from the finals (a stretch dropped).
+from the finals (a stretch dropped). In real time it also times each word, as ``python -m bench
+run`` does on LJ (partial and final latency against the word's end in an offline decode with word
+timestamps): the latency bars hold on hard speech only if they are measured there.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import harness
+from . import analysis, harness
 from .corpus import SPEECH
 
 RESULTS = harness.RESULTS
@@ -94,22 +96,36 @@ def offline(item: Item, threads: int) -> str:
     return " ".join(s.text.strip() for s in segs)
 
 
+def word_ends(item: Item, threads: int) -> list[analysis.RefWord]:
+    """Where each word of an offline decode ends: the moments latency is counted from (a second
+    pass, since word timestamps move faster-whisper's segment seeks and so its text)."""
+    segs, _ = offline_model(threads).transcribe(item.audio, beam_size=5, language=item.language,
+                                                word_timestamps=True)
+    return analysis.reference_words([(w.word, w.end) for s in segs for w in (s.words or [])])
+
+
+def latency(res: object, ref: list[analysis.RefWord]) -> dict:
+    lat = analysis.word_latencies(res, ref)  # type: ignore[arg-type]
+    return {"final": analysis.percentiles(lat.final), "partial": analysis.percentiles(lat.partial),
+            "final_s": lat.final, "partial_s": lat.partial}
+
+
 def stream_all(srv: harness.ServerProcess, its: list[Item], speed: float, parallel: int
-               ) -> list[str]:
-    """Each item's joined finals, ``parallel`` streams at a time."""
+               ) -> list:
+    """Each item's stream (its messages, and ``text``: the joined finals), ``parallel`` streams
+    at a time."""
     from whisperwire.client.stream import paced, stream_chunks
     from whisperwire.server import wire
 
-    async def one(it: Item) -> str:
+    async def one(it: Item) -> object:
         pcm = (np.clip(it.audio, -1, 1) * 32767).astype("<i2").tobytes()
         params = wire.ListenParams(language=None if it.language == "en" else it.language)
-        res = await stream_chunks(srv.url, paced(pcm, params, speed), params, close_timeout=600)
-        return res.text
+        return await stream_chunks(srv.url, paced(pcm, params, speed), params, close_timeout=600)
 
-    async def all_() -> list[str]:
+    async def all_() -> list:
         sem = asyncio.Semaphore(parallel)
 
-        async def gated(it: Item) -> str:
+        async def gated(it: Item) -> object:
             async with sem:
                 return await one(it)
 
@@ -132,10 +148,13 @@ def run(name: str, modes: list[str], parallel: int, threads: int, only: str | No
     for mode in modes:
         speed, n = {"realtime": (1.0, parallel), "flat": (0.0, 1), "flat4": (0.0, 4)}[mode]
         with harness.server(8, server_args) as srv:
-            texts = stream_all(srv, its, speed, n)
-        for it, text in zip(its, texts):
+            streams = stream_all(srv, its, speed, n)
+        for it, res in zip(its, streams):
+            text = res.text
             e = errors(score_units(it.reference, it.language), score_units(text, it.language))
             e["text"] = text
+            if mode == "realtime" and it.language == "en":
+                e["latency"] = latency(res, word_ends(it, threads))
             out["files"][it.name][mode] = e
             print(f"{mode} {it.name}: {e['wer'] * 100:.1f} %", flush=True)
     return out
@@ -175,7 +194,32 @@ def markdown(out: dict, modes: list[str]) -> str:
         lines.append(f"| {name} | {f['seconds']:.0f} | {off:.1f} | " + " | ".join(cells) + " |")
     means = " | ".join(f"{np.mean(tot[m]):.1f}" if tot[m] else "–" for m in modes)
     lines.append(f"| **mean** | | {np.mean(tot['offline']):.1f} | {means} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + latency_table(out)) + "\n"
+
+
+def latency_table(out: dict) -> list[str]:
+    """Real time: each file's partial p50, final p50 and p95 (s), and all real/ words pooled."""
+    rows = [(n, f["realtime"]["latency"]) for n, f in out["files"].items()
+            if "latency" in f.get("realtime", {})]
+    if not rows:
+        return []
+
+    def f2(x: float | None) -> str:
+        return "–" if x is None else f"{x:.2f}"
+
+    lines = ["", "Real time, seconds from a word's end (offline word timestamps) to its first "
+             "partial and its final:", "", "| file | words timed | partial p50 | final p50 | "
+             "final p95 |", "|---|---|---|---|---|"]
+    for name, lat in rows:
+        lines.append(f"| {name} | {lat['final']['n']} | {f2(lat['partial']['p50'])} | "
+                     f"{f2(lat['final']['p50'])} | {f2(lat['final']['p95'])} |")
+    real = [lat for name, lat in rows if name.startswith("real/")]
+    if real:
+        fin = analysis.percentiles([x for lat in real for x in lat["final_s"]])
+        par = analysis.percentiles([x for lat in real for x in lat["partial_s"]])
+        lines.append(f"| **real/, all words** | {fin['n']} | {f2(par['p50'])} | {f2(fin['p50'])} | "
+                     f"{f2(fin['p95'])} |")
+    return lines
 
 
 def write(out: dict, modes: list[str], where: Path = RESULTS) -> str:

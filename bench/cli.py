@@ -14,6 +14,8 @@ from . import analysis, corpus, harness
 RESULTS = harness.RESULTS
 FINAL_P95_LIMIT = 2.5
 LAG_GROWTH_LIMIT = 0.5
+MIX_HELP = ("stream four different recordings (LJ, real/en-01, en-05, en-07; stream i plays "
+            "recording i mod 4) instead of copies of the LJ stream")
 
 
 def offline_reference(audio: np.ndarray, threads: int) -> tuple[list[tuple[str, float]], str, float]:
@@ -35,17 +37,25 @@ def offline_reference(audio: np.ndarray, threads: int) -> tuple[list[tuple[str, 
     return words, text, cpu
 
 
-def evaluate(rec: harness.RunRecord, ref_words, reference: str, audio_s: float) -> dict:
+def evaluate(rec: harness.RunRecord, refs: list[tuple[list, str]], seconds: list[float],
+             offline_wers: list[float]) -> dict:
+    """Figures of one run; client i streamed recording ``i % len(refs)`` (its offline words
+    and reference text in ``refs``, its length in ``seconds``, its offline WER)."""
     from whisperwire.server.wer import wer
 
     per = []
     fin_all, par_all = [], []
-    for res in rec.streams:
+    for i, res in enumerate(rec.streams):
+        k = i % len(refs)
+        ref_words, reference = refs[k]
         lat = analysis.word_latencies(res, ref_words)
         fin_all += lat.final
         par_all += lat.partial
+        w = wer(reference, res.text)
         per.append({
-            "wer": wer(reference, res.text),
+            "recording": k,
+            "wer": w,
+            "wer_delta": w - offline_wers[k],
             "text": res.text,
             "final": analysis.percentiles(lat.final),
             "partial": analysis.percentiles(lat.partial),
@@ -55,6 +65,7 @@ def evaluate(rec: harness.RunRecord, ref_words, reference: str, audio_s: float) 
             "tail_delivered": analysis.normalize(res.text)[-2:] == analysis.normalize(reference)[-2:],
         })
     n = len(rec.streams)
+    audio_s = sum(seconds[i % len(seconds)] for i in range(n))
     ok = all(
         p["final"]["p95"] is not None and p["final"]["p95"] <= FINAL_P95_LIMIT
         and (p["lag_growth_s"] is None or p["lag_growth_s"] <= LAG_GROWTH_LIMIT)
@@ -66,7 +77,8 @@ def evaluate(rec: harness.RunRecord, ref_words, reference: str, audio_s: float) 
         "final": analysis.percentiles(fin_all),
         "partial": analysis.percentiles(par_all),
         "wer_median": float(np.median([p["wer"] for p in per])),
-        "server_cpu_s_per_audio_s": (rec.cpu_s / (n * audio_s)) if rec.cpu_s is not None else None,
+        "wer_delta_median": float(np.median([p["wer_delta"] for p in per])),
+        "server_cpu_s_per_audio_s": (rec.cpu_s / audio_s) if rec.cpu_s is not None else None,
         "rss_baseline_mib": rec.rss_baseline_mib,
         "rss_peak_mib": rec.rss_peak_mib,
         "rss_per_stream_mib": ((rec.rss_peak_mib - rec.rss_baseline_mib) / n)
@@ -99,26 +111,36 @@ def metrics_snapshot(srv: harness.ServerProcess) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> dict:
-    c = corpus.load(args.seconds)
-    print(f"corpus: {len(c.files)} files, {c.seconds:.1f}s", flush=True)
-    offline_words, offline_text, offline_cpu = offline_reference(c.audio, args.threads)
-    ref_words = analysis.reference_words(offline_words)
+    mix = getattr(args, "mix", False)
+    corpora = corpus.mixed(args.seconds) if mix else [corpus.load(args.seconds)]
+    for c in corpora:
+        print(f"corpus: {len(c.files)} files, {c.seconds:.1f}s", flush=True)
     from whisperwire.server.wer import wer
 
+    offline = [offline_reference(c.audio, args.threads) for c in corpora]
+    refs = [(analysis.reference_words(words), c.reference) for (words, _, _), c in zip(offline, corpora)]
+    seconds = [c.seconds for c in corpora]
+    offline_wers = [wer(c.reference, text) for (_, text, _), c in zip(offline, corpora)]
+    n_words = [len(c.reference.split()) for c in corpora]
     extra = (("--cpu-threads", str(args.threads)) if args.threads else ()) + tuple(
         getattr(args, "server_arg", None) or ())
     out: dict = {
-        "name": args.name, "machine": harness.machine(), "audio_seconds": c.seconds,
-        "files": c.files, "max_batch": args.max_batch,
+        "name": args.name, "machine": harness.machine(), "audio_seconds": corpora[0].seconds,
+        "files": corpora[0].files, "max_batch": args.max_batch,
         "server_args": list(extra),
-        "offline": {"wer": wer(c.reference, offline_text), "text": offline_text,
-                    "cpu_s_per_audio_s": offline_cpu / c.seconds},
+        "offline": {"wer": float(np.average(offline_wers, weights=n_words)),
+                    "text": offline[0][1],
+                    "cpu_s_per_audio_s": sum(cpu for _, _, cpu in offline) / sum(seconds)},
         "runs": [],
     }
+    if mix:
+        out["mix"] = [{"files": c.files, "seconds": c.seconds, "offline_wer": w,
+                       "offline_cpu_s_per_audio_s": o[2] / c.seconds}
+                      for c, w, o in zip(corpora, offline_wers, offline)]
     for n in args.streams:
         with harness.server(args.max_batch, extra, args.url) as srv:
-            rec = harness.stream_many(srv, c.audio, n, speed=args.speed)
-            r = evaluate(rec, ref_words, c.reference, c.seconds)
+            rec = harness.stream_many(srv, [c.audio for c in corpora], n, speed=args.speed)
+            r = evaluate(rec, refs, seconds, offline_wers)
             r["server_metrics"] = metrics_snapshot(srv)
             if args.noise and n == args.streams[0]:
                 out["silence_noise_words"] = silence_noise(srv)
@@ -162,13 +184,33 @@ def _f(x, fmt="{:.2f}") -> str:
     return "–" if x is None else fmt.format(x)
 
 
+def _points(x: float | None) -> float | None:
+    return None if x is None else 100 * x
+
+
 def _row(r: dict) -> str:
     return (f"| {r['streams']} | {_f(r['partial']['p50'])} | {_f(r['final']['p50'])} | "
             f"{_f(r['final']['p90'])} | {_f(r['final']['p95'])} | {_f(r['final']['max'])} | "
-            f"{r['wer_median'] * 100:.1f} | {_f(r.get('server_cpu_s_per_audio_s'), '{:.3f}')} | "
+            f"{r['wer_median'] * 100:.1f} | {_f(_points(r.get('wer_delta_median')), '{:+.1f}')} | "
+            f"{_f(r.get('server_cpu_s_per_audio_s'), '{:.3f}')} | "
             f"{_f(r.get('compute_ratio_to_offline'), '{:.1f}')} | {_f(r['rss_peak_mib'], '{:.0f}')} | "
             f"{_f(r['rss_per_stream_mib'], '{:.1f}')} | "
             f"{'yes' if r['meets_latency_rule'] else 'no'} |")
+
+
+def _audio_line(out: dict) -> str:
+    if "mix" not in out:
+        return (f"Audio: {len(out['files'])} files, {out['audio_seconds']:.1f} s per stream, "
+                "real-time pace.")
+    def what(files: list[str]) -> str:
+        return files[0] if len(files) == 1 else f"{len(files)} LJ files"
+
+    each = "; ".join(
+        f"{i}: {what(m['files'])} ({m['seconds']:.1f} s, offline WER {m['offline_wer'] * 100:.1f} %)"
+        for i, m in enumerate(out["mix"]))
+    return (f"Audio: stream i plays recording i mod {len(out['mix'])}, real-time pace: {each}. "
+            "WER % is the median over streams, WER Δ the median of each stream's difference "
+            "to its recording's offline WER.")
 
 
 def markdown(out: dict) -> str:
@@ -179,13 +221,14 @@ def markdown(out: dict) -> str:
         f"Machine: {m['cpus']} CPUs ({harness.cpu_name(m)}), {m['mem_gib']} GiB, Python {m['python']}, "
         f"CTranslate2 {m['ctranslate2']}. Model: embedded tiny.en int8. max_batch={out['max_batch']}"
         f"{', server args: ' + ' '.join(out['server_args']) if out.get('server_args') else ''}.",
-        f"Audio: {len(out['files'])} files, {out['audio_seconds']:.1f} s per stream, real-time pace.",
+        _audio_line(out),
         f"Offline (same model, greedy): WER {out['offline']['wer'] * 100:.1f} %, "
         f"{out['offline']['cpu_s_per_audio_s']:.3f} CPU-s per audio-s.",
         "",
         "| streams | partial p50 s | final p50 s | final p90 s | final p95 s | final max s | WER % | "
-        "server CPU-s / audio-s | × offline | peak RSS MiB | RSS / stream MiB | latency rule |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "WER Δ offline, points | server CPU-s / audio-s | × offline | peak RSS MiB | "
+        "RSS / stream MiB | latency rule |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [_row(r) for r in out["runs"]]
     lines += ["", f"Capacity (every stream final p95 ≤ {FINAL_P95_LIMIT} s, lag not growing): "
@@ -210,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--server-arg", action="append", default=[],
                    help="passed to `whisperwire serve` (repeatable), e.g. --server-arg=--step-ms=700")
     r.add_argument("--out", type=Path, default=RESULTS, help="where results are written")
+    r.add_argument("--mix", action="store_true", help=MIX_HELP)
     s = sub.add_parser("smoke", help="N=1 on short audio (CI)")
     s.add_argument("--name", default="smoke")
     s.add_argument("--out", type=Path, default=RESULTS)
@@ -222,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--threads", type=int, default=0)
     c.add_argument("--server-arg", action="append", default=[])
     c.add_argument("--out", type=Path, default=RESULTS)
+    c.add_argument("--mix", action="store_true", help=MIX_HELP)
     a = sub.add_parser("accuracy", help="streaming vs offline WER on every speech folder")
     a.add_argument("--name", default="accuracy")
     a.add_argument("--modes", default="realtime,flat,flat4", type=lambda s: s.split(","))

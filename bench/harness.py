@@ -157,11 +157,13 @@ class RunRecord:
     rss_samples: list[tuple[float, float]] = field(default_factory=list)
 
 
-def stream_many(srv: ServerProcess, audio: np.ndarray, n: int, speed: float = 1.0,
-                stagger_s: float = 0.37) -> RunRecord:
+def stream_many(srv: ServerProcess, audio: np.ndarray | list[np.ndarray], n: int,
+                speed: float = 1.0, stagger_s: float = 0.37) -> RunRecord:
     """N clients stream ``audio`` concurrently (start times staggered, so their windows do not
-    fall due in lockstep); CPU and RSS of the server are sampled meanwhile."""
-    pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
+    fall due in lockstep); CPU and RSS of the server are sampled meanwhile. A list of
+    recordings: client i streams recording ``i % len(audio)``."""
+    audios = audio if isinstance(audio, list) else [audio]
+    pcms = [(np.clip(a, -1, 1) * 32767).astype("<i2").tobytes() for a in audios]
     params = wire.ListenParams()
     samples: list[tuple[float, float]] = []
     stop = threading.Event()
@@ -175,7 +177,7 @@ def stream_many(srv: ServerProcess, audio: np.ndarray, n: int, speed: float = 1.
 
     async def one(i: int) -> StreamResult:
         await asyncio.sleep(i * stagger_s)
-        return await stream_chunks(srv.url, paced(pcm, params, speed), params,
+        return await stream_chunks(srv.url, paced(pcms[i % len(pcms)], params, speed), params,
                                    close_timeout=600)
 
     async def all_() -> list[StreamResult]:

@@ -85,3 +85,15 @@ def test_replay_sweep_scores_each_offset(tmp_path):
         32, 1, (0.0, 0.2), "tiny.en")
     with pytest.raises(SystemExit):
         replay.options(["no_such_option=1"], EngineOptions())
+
+
+def test_mixed_capacity_corpus_is_four_different_recordings():
+    """``--mix``: the capacity target speaks of four 1-minute files; streams of copies of one
+    recording batch better than strangers (one prompt length, windows due together)."""
+    from bench import corpus
+
+    c = corpus.mixed(60.0)
+    assert len(c) == 4
+    assert len({tuple(x.files) for x in c}) == 4 and len({x.reference for x in c}) == 4
+    assert all(40 < x.seconds < 110 and len(x.reference.split()) > 60 for x in c)
+    assert c[0].files[0].startswith("LJ") and all(x.files[0].startswith("real/") for x in c[1:])
