@@ -118,6 +118,7 @@ def sweep(engine: Engine, items: list, offsets: list[float], mode: str = "realti
             lat = np.array(r.latencies) if r.latencies else np.zeros(1)
             runs.append({"offset": off, **e, "final_p50": float(np.median(lat)),
                          "final_p95": float(np.percentile(lat, 95)),
+                         "latencies": [round(x, 3) for x in r.latencies],
                          "decodes": r.decodes, "text": r.text})
             print(f"{it.name} +{off:.2f} s: WER {100 * e['wer']:.1f} %, repeats "
                   f"{e['repeats']}, tail {'yes' if e['tail'] else 'no'}", flush=True)
@@ -150,6 +151,12 @@ def markdown(name: str, o: dict) -> str:
         lines.append(f"| {k} | {cells} | {100 * v['wer_mean']:.1f} | {reps} | {tails} | {lat} |")
     if o["real_weighted_wer"] is not None:
         lines += ["", f"real/, word-weighted mean: **{100 * o['real_weighted_wer']:.2f} %**"]
+        pooled = [x for k, v in o["files"].items() if k.startswith("real/")
+                  for r in v["runs"] for x in r.get("latencies", [])]
+        if pooled and o["mode"] != "flat":
+            lines.append(f"real/, every final word of every run: latency p50 "
+                         f"{np.percentile(pooled, 50):.2f} s, p95 {np.percentile(pooled, 95):.2f} s "
+                         f"({len(pooled)} words)")
     return "\n".join(lines) + "\n"
 
 
