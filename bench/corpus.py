@@ -43,12 +43,14 @@ def load(max_seconds: float | None = None, speech_dir: Path = SPEECH) -> Corpus:
     return Corpus(np.concatenate(parts), " ".join(refs[n] for n in used), used)
 
 
-# read LJ, then three of real/: a podcast interview (107 s), a non-native man reading (51 s), and
-# ten speakers' clips joined with 1 s gaps (48 s). Not en-04: tiny.en cannot read that speaker
-# (64 % WER offline), and its doubted words keep one stream alone over the latency rule (final
-# p95 3.0 s in bench/results/cpu-tiny-capacity-mix-en04-zen4-114b08b.md), which a capacity
-# bisection would report as a capacity of one.
-MIX = ("real/en-01.wav", "real/en-05.wav", "real/en-07.wav")
+# read LJ, then three of real/ of about the same length, so that all streams are live together
+# for most of a run: a non-native man reading (51 s), ten speakers' clips joined with 1 s gaps
+# (48 s) and a non-native teenager reading (50 s). Not en-01/en-02: the podcast is 107 and 187 s
+# long, and a run of N streams would end with it alone. Not en-04: tiny.en cannot read that
+# speaker (64 % WER offline with beam 5, 89 % greedy), and its stream missed the latency rule
+# at 2 streams (bench/results/cpu-tiny-capacity-mix-en04-zen4-114b08b.json: final p95 3.0 s)
+# and alone in replay (2.7 s): a bisection would measure the speaker, not the load.
+MIX = ("real/en-05.wav", "real/en-07.wav", "real/en-08.wav")
 
 
 def mixed(max_seconds: float | None = 60.0, speech_dir: Path = SPEECH) -> list[Corpus]:

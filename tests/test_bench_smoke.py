@@ -95,5 +95,44 @@ def test_mixed_capacity_corpus_is_four_different_recordings():
     c = corpus.mixed(60.0)
     assert len(c) == 4
     assert len({tuple(x.files) for x in c}) == 4 and len({x.reference for x in c}) == 4
-    assert all(40 < x.seconds < 110 and len(x.reference.split()) > 60 for x in c)
+    # about a minute each, so that every stream of a run is live for most of it
+    assert all(45 < x.seconds < 62 and len(x.reference.split()) > 60 for x in c)
     assert c[0].files[0].startswith("LJ") and all(x.files[0].startswith("real/") for x in c[1:])
+
+
+def test_a_mixed_run_scores_each_stream_against_its_own_recording():
+    """Stream i is scored against recording i mod k, and CPU per audio-second divides by the
+    audio those streams actually played."""
+    from bench import analysis, cli, harness
+    from whisperwire.client.stream import StreamResult
+    from whisperwire.server import wire
+
+    texts = ["one two three four", "five six seven eight", "nine ten"]
+    seconds = [2.0, 4.0, 8.0]
+    refs = [([analysis.RefWord(w, 0.4 * (j + 1)) for j, w in enumerate(t.split())], t)
+            for t in texts]
+
+    def stream(text: str) -> StreamResult:
+        ws = tuple(wire.Word(" " + w, 0.4 * j, 0.4 * (j + 1), 0.9)
+                   for j, w in enumerate(text.split()))
+        return StreamResult(messages=[(5.0, 5.0, wire.Final(0, text, 0.0, ws[-1].end, ws))],
+                            sends=[(0.1 * k, 0.1 * k) for k in range(100)])
+
+    # five streams: recordings 0, 1, 2, 0, 1; the fifth misses a word of recording 1
+    played = [texts[0], texts[1], texts[2], texts[0], "five six seven"]
+    rec = harness.RunRecord([stream(t) for t in played], wall_s=10.0, cpu_s=5.6,
+                            rss_baseline_mib=100.0, rss_peak_mib=150.0)
+    r = cli.evaluate(rec, refs, seconds, offline_wers=[0.0, 0.25, 0.5])
+    assert [p["recording"] for p in r["per_stream"]] == [0, 1, 2, 0, 1]
+    assert [round(p["wer"], 2) for p in r["per_stream"]] == [0.0, 0.0, 0.0, 0.0, 0.25]
+    assert [round(p["wer_delta"], 2) for p in r["per_stream"]] == [0.0, -0.25, -0.5, 0.0, 0.0]
+    assert r["server_cpu_s_per_audio_s"] == pytest.approx(5.6 / (2 + 4 + 8 + 2 + 4))
+    assert r["wer_delta_median"] == pytest.approx(0.0)
+    out = {"name": "m", "machine": harness.machine(), "audio_seconds": 2.0, "files": ["a"],
+           "max_batch": 8, "server_args": [], "capacity": 5, "runs": [r],
+           "offline": {"wer": 0.2, "text": "", "cpu_s_per_audio_s": 0.05},
+           "mix": [{"files": [f"r{k}"], "seconds": x, "offline_wer": w}
+                   for k, (x, w) in enumerate(zip(seconds, [0.0, 0.25, 0.5]))]}
+    md = cli.markdown(out)
+    assert "stream i plays recording i mod 3" in md and "| 5 |" in md
+    assert json.loads(json.dumps(out))["runs"][0]["per_stream"][4]["recording"] == 1
