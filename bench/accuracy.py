@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from whisperwire.client.stream import StreamResult
+
 from . import analysis, harness
-from .corpus import SPEECH
+from .corpus import SPEECH, read16k, references
 
 RESULTS = harness.RESULTS
 LJ_STREAM = [f"LJ001-{i:04d}.wav" for i in range(1, 9)]
@@ -39,24 +40,15 @@ class Item:
 
 
 def items(speech: Path = SPEECH, multilingual: bool = False) -> list[Item]:
-    from whisperwire.client.audio_file import read_audio
-
-    def load(p: Path) -> np.ndarray:
-        return read_audio(str(p), 16000).astype(np.float32) / 32768.0
-
-    def refs(p: Path) -> dict[str, str]:
-        with open(p, newline="") as f:
-            return {r["file"]: r["reference"] for r in csv.DictReader(f, delimiter="\t")}
-
     out = []
-    real = refs(speech / "real" / "references.tsv")
-    out += [Item(f"real/{n}", load(speech / "real" / n), r) for n, r in sorted(real.items())]
-    lj = refs(speech / "references.tsv")
-    out.append(Item("LJ001-0001..0008", np.concatenate([load(speech / n) for n in LJ_STREAM]),
+    real = references(speech / "real")
+    out += [Item(f"real/{n}", read16k(speech / "real" / n), r) for n, r in sorted(real.items())]
+    lj = references(speech)
+    out.append(Item("LJ001-0001..0008", np.concatenate([read16k(speech / n) for n in LJ_STREAM]),
                     " ".join(lj[n] for n in LJ_STREAM)))
     if multilingual:
-        zh = refs(speech / "zh" / "references.tsv")
-        out += [Item(f"zh/{n}", load(speech / "zh" / n), r, "zh") for n, r in sorted(zh.items())]
+        zh = references(speech / "zh")
+        out += [Item(f"zh/{n}", read16k(speech / "zh" / n), r, "zh") for n, r in sorted(zh.items())]
     return out
 
 
@@ -104,28 +96,28 @@ def word_ends(item: Item, threads: int) -> list[analysis.RefWord]:
     return analysis.reference_words([(w.word, w.end) for s in segs for w in (s.words or [])])
 
 
-def latency(res: object, ref: list[analysis.RefWord]) -> dict:
-    lat = analysis.word_latencies(res, ref)  # type: ignore[arg-type]
+def latency(res: StreamResult, ref: list[analysis.RefWord]) -> dict:
+    lat = analysis.word_latencies(res, ref)
     return {"final": analysis.percentiles(lat.final), "partial": analysis.percentiles(lat.partial),
             "final_s": lat.final, "partial_s": lat.partial}
 
 
 def stream_all(srv: harness.ServerProcess, its: list[Item], speed: float, parallel: int
-               ) -> list:
+               ) -> list[StreamResult]:
     """Each item's stream (its messages, and ``text``: the joined finals), ``parallel`` streams
     at a time."""
     from whisperwire.client.stream import paced, stream_chunks
     from whisperwire.server import wire
 
-    async def one(it: Item) -> object:
+    async def one(it: Item) -> StreamResult:
         pcm = (np.clip(it.audio, -1, 1) * 32767).astype("<i2").tobytes()
         params = wire.ListenParams(language=None if it.language == "en" else it.language)
         return await stream_chunks(srv.url, paced(pcm, params, speed), params, close_timeout=600)
 
-    async def all_() -> list:
+    async def all_() -> list[StreamResult]:
         sem = asyncio.Semaphore(parallel)
 
-        async def gated(it: Item) -> object:
+        async def gated(it: Item) -> StreamResult:
             async with sem:
                 return await one(it)
 

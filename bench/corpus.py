@@ -25,16 +25,26 @@ class Corpus:
         return len(self.audio) / 16000
 
 
-def load(max_seconds: float | None = None, speech_dir: Path = SPEECH) -> Corpus:
-    """Whole files in order until ``max_seconds`` would be passed (at least one file)."""
+def references(folder: Path) -> dict[str, str]:
+    """``folder/references.tsv``: file name → reference text."""
+    with open(folder / "references.tsv", newline="") as f:
+        return {r["file"]: r["reference"] for r in csv.DictReader(f, delimiter="\t")}
+
+
+def read16k(path: Path) -> np.ndarray:
+    """A speech file as 16 kHz float32 mono."""
     from whisperwire.client.audio_file import read_audio
 
-    with open(speech_dir / "references.tsv", newline="") as f:
-        refs = {r["file"]: r["reference"] for r in csv.DictReader(f, delimiter="\t")}
+    return read_audio(str(path), 16000).astype(np.float32) / 32768.0
+
+
+def load(max_seconds: float | None = None, speech_dir: Path = SPEECH) -> Corpus:
+    """Whole files in order until ``max_seconds`` would be passed (at least one file)."""
+    refs = references(speech_dir)
     names = sorted(n for n in refs if n.startswith("LJ")) + ["jfk.wav"]
     parts, used, total = [], [], 0.0
     for n in names:
-        x = read_audio(str(speech_dir / n), 16000).astype(np.float32) / 32768.0
+        x = read16k(speech_dir / n)
         if max_seconds is not None and used and total + len(x) / 16000 > max_seconds:
             break
         parts.append(x)
@@ -55,14 +65,10 @@ MIX = ("real/en-05.wav", "real/en-07.wav", "real/en-08.wav")
 
 def mixed(max_seconds: float | None = 60.0, speech_dir: Path = SPEECH) -> list[Corpus]:
     """The LJ stream (``load(max_seconds)``) and each of ``MIX`` whole, with its reference."""
-    from whisperwire.client.audio_file import read_audio
-
-    with open(speech_dir / "real" / "references.tsv", newline="") as f:
-        refs = {r["file"]: r["reference"] for r in csv.DictReader(f, delimiter="\t")}
+    refs = references(speech_dir / "real")
     out = [load(max_seconds, speech_dir)]
     for n in MIX:
-        x = read_audio(str(speech_dir / n), 16000).astype(np.float32) / 32768.0
-        out.append(Corpus(x, refs[n.split("/", 1)[1]], [n]))
+        out.append(Corpus(read16k(speech_dir / n), refs[n.split("/", 1)[1]], [n]))
     return out
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import csv
 import json
 import time
 
@@ -22,7 +21,7 @@ import numpy as np
 
 from . import harness
 from .analysis import percentiles, reference_words, word_latencies
-from .corpus import SPEECH, load
+from .corpus import SPEECH, load, read16k, references
 
 RESULTS = harness.RESULTS
 
@@ -46,13 +45,10 @@ def _model(name: str, threads: int = 2):  # type: ignore[no-untyped-def]
 
 
 def zh(speed: float) -> list[dict]:
-    from whisperwire.client.audio_file import read_audio
     from whisperwire.server.text import cer
 
-    with open(SPEECH / "zh" / "references.tsv", newline="") as f:
-        refs = {r["file"]: r["reference"] for r in csv.DictReader(f, delimiter="\t")}
-    clips = {n: read_audio(str(SPEECH / "zh" / n), 16000).astype(np.float32) / 32768.0
-             for n in sorted(refs)}
+    refs = references(SPEECH / "zh")
+    clips = {n: read16k(SPEECH / "zh" / n) for n in sorted(refs)}
     m = _model("base")
     offline = {n: "".join(s.text for s in m.transcribe(a, beam_size=5, language="zh")[0])
                for n, a in clips.items()}
