@@ -88,8 +88,8 @@ class HypothesisBuffer:
         self.committed: list[Word] = []
         self._previous: list[Word] = []
         self._new: list[Word] = []
-        # where the first doubted unit two hypotheses agree on ends, once it has waited long
-        # enough (see :meth:`commit_agreed`); None when there is none
+        # where the first doubted unit two hypotheses agree on (or the first they disagree on)
+        # ends, once it has waited long enough (see :meth:`commit_agreed`); None when none has
         self.doubted_end: float | None = None
 
     @property
@@ -102,18 +102,23 @@ class HypothesisBuffer:
         self._new = [w for w in split_units(words) if unit_key(w.word)]
 
     def commit_agreed(self, until: float = float("inf"), min_probability: float = 0.0,
-                      unsure_until: float = float("inf"), checked_until: float = -1.0
-                      ) -> list[Word]:
+                      unsure_until: float = float("inf"), checked_until: float = -1.0,
+                      stuck_until: float = float("-inf")) -> list[Word]:
         """Commit the longest prefix on which the last two hypotheses agree, up to the units
         that end by stream time ``until``, and before the first unit the newer hypothesis
         gives less than ``min_probability``: agreement commits a doubted unit only once it
         ends by ``checked_until`` (a careful decode was asked and gave nothing better). If
         a doubted unit ends by ``unsure_until``, :attr:`doubted_end` says where (it is for a
-        careful decode to decide)."""
+        careful decode to decide); so does the first unit the two disagree on, if it ends by
+        ``stuck_until`` and after ``checked_until``."""
         n = 0
         self.doubted_end = None
         for a, b in zip(self._previous, self._new):
-            if unit_key(a.word) != unit_key(b.word) or b.end > until:
+            if b.end > until:
+                break
+            if unit_key(a.word) != unit_key(b.word):
+                if checked_until < b.end <= stuck_until:
+                    self.doubted_end = b.end
                 break
             if b.probability < min_probability and b.end > checked_until:
                 if b.end <= unsure_until:

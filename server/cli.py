@@ -99,6 +99,7 @@ def _serve(args: argparse.Namespace) -> int:
                              slow_hold_ms=args.slow_hold_ms,
                              holdback_ms=args.holdback_ms,
                              tail_check_ms=args.tail_check_ms,
+                             stuck_wait_ms=args.stuck_wait_ms,
                              skip_retry_words=args.skip_retry_words,
                              draft_partials=bool(args.draft_model),
                              main_step_ms=args.main_step_ms),
@@ -208,6 +209,9 @@ def _serve_parser(sub) -> None:  # type: ignore[no-untyped-def]
     s.add_argument("--tail-check-ms", type=_count, default=StreamOptions.tail_check_ms,
                    help="an utterance's end decode whose last word ends this long before the "
                         "speech does reads the window again past that word (0: never)")
+    s.add_argument("--stuck-wait-ms", type=_count, default=StreamOptions.stuck_wait_ms,
+                   help="a word greedy decodes still disagree on this long after its end is "
+                        "decided by a careful decode (0: it waits for its utterance's end)")
     s.add_argument("--beam-size", type=int, default=EngineOptions.beam_size,
                    help="beam of partial decodes (careful decodes for finals use 5)")
     s.add_argument("--encoder-granularity", type=float, default=2.0,

@@ -40,6 +40,18 @@ def test_disagreement_commits_nothing():
     assert b.commit_agreed() == []
 
 
+def test_where_two_hypotheses_disagree_is_reported_once_it_has_waited():
+    b = HypothesisBuffer()
+    b.insert(words("so am I here"))
+    b.commit_agreed()
+    b.insert(words("so my eye here"))
+    assert join_words(b.commit_agreed(stuck_until=0.5)) == "so"
+    assert b.doubted_end is None  # "my" ends at 0.6: not waited long enough
+    b.insert(words("am I here now", t0=0.3))
+    assert b.commit_agreed(stuck_until=0.7) == []
+    assert b.doubted_end == 0.6  # where the newer hypothesis's first differing unit ends
+
+
 def test_committed_words_never_overlap_or_go_back():
     b = HypothesisBuffer(committed_end=1.0)
     b.insert([Word(" a", 0.8, 1.2, 1), Word(" b", 1.1, 1.0, 1)])

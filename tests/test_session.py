@@ -1013,6 +1013,39 @@ def test_a_doubted_word_the_careful_decode_cannot_place_still_becomes_final():
     assert at - end <= (opt.unsure_wait_ms + 4 * opt.step_ms) / 1000
 
 
+class WaveringDecoder(ScriptedDecoder):
+    """Greedy step decodes hear one word two ways, in turn (en-03, en-07: a stretch two
+    greedy decodes never agree on), so agreement stops there; the careful decode hears it."""
+
+    def __init__(self, truth, word: str):
+        super().__init__(truth)
+        self.word, self.steps = word, 0
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        r = super().__call__(req)
+        if req.careful:
+            return r
+        self.steps += 1
+        way = " a" if self.steps % 2 else " b"
+        return replace(r, words=tuple(replace(w, word=way + w.word[2:])
+                                      if w.word.strip().rstrip("~") == self.word else w
+                                      for w in r.words))
+
+
+def test_a_word_greedy_decodes_never_agree_on_is_decided_by_a_careful_decode_within_the_wait():
+    """Continuous speech with a word two greedy decodes never agree on: it and every word
+    after it waited for a full window (15 s) to become final. A careful decode decides it
+    ``stuck_wait_ms`` after its end (plus a step), as that decode heard it."""
+    audio, truth = make_stream(28)
+    opt = StreamOptions()
+    timed = finals_when_sent(StreamSession(opt, energy_vad()), WaveringDecoder(truth, "w6"), audio)
+    words = " ".join(f.text for _, f in timed).split()
+    assert words == [w for w, _, _ in truth]
+    at = next(t for t, f in timed if "w6" in f.text.split())
+    end = next(e for w, _, e in truth if w == "w6")
+    assert at - end <= (opt.stuck_wait_ms + 2 * opt.step_ms) / 1000
+
+
 class ClosedSentenceDecoder(ScriptedDecoder):
     """en-07 over the WebSocket: after the final "... on a plane" the next speaker's clip was
     never heard. Every decode with the prefix only closed its sentence; the retry without it
