@@ -90,7 +90,7 @@ class HypothesisBuffer:
         self._new: list[Word] = []
         # where the first doubted unit two hypotheses agree on (or the first they disagree on)
         # ends, once it has waited long enough (see :meth:`commit_agreed`); None when none has
-        self.doubted_end: float | None = None
+        self.undecided_end: float | None = None
 
     @property
     def pending(self) -> list[Word]:
@@ -108,21 +108,21 @@ class HypothesisBuffer:
         that end by stream time ``until``, and before the first unit the newer hypothesis
         gives less than ``min_probability``: agreement commits a doubted unit only once it
         ends by ``checked_until`` (a careful decode was asked and gave nothing better). If
-        a doubted unit ends by ``unsure_until``, :attr:`doubted_end` says where (it is for a
+        a doubted unit ends by ``unsure_until``, :attr:`undecided_end` says where (it is for a
         careful decode to decide); so does the first unit the two disagree on, if it ends by
         ``stuck_until`` and after ``checked_until``."""
         n = 0
-        self.doubted_end = None
+        self.undecided_end = None
         for a, b in zip(self._previous, self._new):
             if b.end > until:
                 break
             if unit_key(a.word) != unit_key(b.word):
                 if checked_until < b.end <= stuck_until:
-                    self.doubted_end = b.end
+                    self.undecided_end = b.end
                 break
             if b.probability < min_probability and b.end > checked_until:
                 if b.end <= unsure_until:
-                    self.doubted_end = b.end
+                    self.undecided_end = b.end
                 break
             n += 1
         commit = self._take(n)

@@ -761,7 +761,7 @@ class StreamSession:
                                                 win_end - self.opt.unsure_wait_ms / 1000,
                                                 u.checked_to, self._stuck_until(win_end))
                 self._emit_final(agreed, eou=False)
-                u.check_until = u.buffer.doubted_end
+                u.check_until = u.buffer.undecided_end
             else:
                 u.buffer.commit_until(-1.0)  # too little audio to trust: remember, commit nothing
             self._slide_window(u)

@@ -46,10 +46,10 @@ def test_where_two_hypotheses_disagree_is_reported_once_it_has_waited():
     b.commit_agreed()
     b.insert(words("so my eye here"))
     assert join_words(b.commit_agreed(stuck_until=0.5)) == "so"
-    assert b.doubted_end is None  # "my" ends at 0.6: not waited long enough
+    assert b.undecided_end is None  # "my" ends at 0.6: not waited long enough
     b.insert(words("am I here now", t0=0.3))
     assert b.commit_agreed(stuck_until=0.7) == []
-    assert b.doubted_end == 0.6  # where the newer hypothesis's first differing unit ends
+    assert b.undecided_end == 0.6  # where the newer hypothesis's first differing unit ends
 
 
 def test_committed_words_never_overlap_or_go_back():

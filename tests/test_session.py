@@ -939,9 +939,12 @@ class DoubtingDecoder(ScriptedDecoder):
         r = super().__call__(req)
         if req.careful:
             return r
-        words = tuple(Word(" x" + w.word[2:], w.start, w.end, 0.2)
-                      if w.word.strip().rstrip("~") == self.word else w for w in r.words)
+        words = tuple(self.misheard(w) if w.word.strip().rstrip("~") == self.word else w
+                      for w in r.words)
         return DecodeResult(words, "", 0.01, -0.3, 1.2)
+
+    def misheard(self, w: Word) -> Word:
+        return Word(" x" + w.word[2:], w.start, w.end, 0.2)
 
 
 def finals_when_sent(s: StreamSession, dec, audio: np.ndarray) -> list[tuple[float, Final]]:
@@ -1013,23 +1016,18 @@ def test_a_doubted_word_the_careful_decode_cannot_place_still_becomes_final():
     assert at - end <= (opt.unsure_wait_ms + 4 * opt.step_ms) / 1000
 
 
-class WaveringDecoder(ScriptedDecoder):
-    """Greedy step decodes hear one word two ways, in turn (en-03, en-07: a stretch two
-    greedy decodes never agree on), so agreement stops there; the careful decode hears it."""
+class WaveringDecoder(DoubtingDecoder):
+    """Greedy step decodes hear one word two ways, in turn and sure of each (en-03, en-07: a
+    stretch two greedy decodes never agree on), so agreement stops there; the careful decode
+    hears it."""
 
     def __init__(self, truth, word: str):
-        super().__init__(truth)
-        self.word, self.steps = word, 0
+        super().__init__(truth, word)
+        self.turns = 0
 
-    def __call__(self, req: DecodeRequest) -> DecodeResult:
-        r = super().__call__(req)
-        if req.careful:
-            return r
-        self.steps += 1
-        way = " a" if self.steps % 2 else " b"
-        return replace(r, words=tuple(replace(w, word=way + w.word[2:])
-                                      if w.word.strip().rstrip("~") == self.word else w
-                                      for w in r.words))
+    def misheard(self, w: Word) -> Word:
+        self.turns += 1
+        return replace(w, word=(" a" if self.turns % 2 else " b") + w.word[2:])
 
 
 def test_a_word_greedy_decodes_never_agree_on_is_decided_by_a_careful_decode_within_the_wait():
