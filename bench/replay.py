@@ -65,6 +65,12 @@ def replay(engine: Engine, audio: np.ndarray, mode: str = "realtime",
     fed = 0
     clock = 0.0  # virtual seconds since the first sample
 
+    def collect() -> None:
+        new = [e for e in s.events() if isinstance(e, wire.Final)]
+        out.finals += new
+        # realtime: how long after its audio arrived each final word came (virtual clock)
+        out.latencies += [clock - w.end / speed for f in new for w in f.words]
+
     def feed_until(t: float) -> None:
         nonlocal fed
         upto = len(audio) if mode == "flat" else min(len(audio), int(t * speed * 16000))
@@ -72,6 +78,7 @@ def replay(engine: Engine, audio: np.ndarray, mode: str = "realtime",
             n = min(CHUNK, upto - fed)
             s.feed_audio(audio[fed : fed + n])
             fed += n
+        collect()  # (an early end decode's words become final when the VAD confirms it)
 
     def drain() -> None:
         nonlocal clock
@@ -82,10 +89,7 @@ def replay(engine: Engine, audio: np.ndarray, mode: str = "realtime",
             out.decodes += 1
             out.decoded_audio_s += req.duration
             s.decoded(req.id, res)
-            new = [e for e in s.events() if isinstance(e, wire.Final)]
-            out.finals += new
-            # realtime: how long after its audio arrived each final word came (virtual clock)
-            out.latencies += [clock - w.end / speed for f in new for w in f.words]
+            collect()
             feed_until(clock)
 
     while fed < len(audio):
@@ -93,13 +97,15 @@ def replay(engine: Engine, audio: np.ndarray, mode: str = "realtime",
         feed_until(clock)
         drain()
     s.finish()
+    collect()
     drain()
     assert s.flushed, "the session did not flush"
     return out
 
 
 def sweep(engine: Engine, items: list, offsets: list[float], mode: str = "realtime",
-          stream: StreamOptions | None = None, busy: bool = False) -> dict:
+          stream: StreamOptions | None = None, busy: bool = False,
+          vad: VadOptions | None = None) -> dict:
     """Replay each item once per start offset (that much silence first) on the modelled clock
     and score the finals. One replay is one draw of a chaotic process (a window that ends a
     little later changes every window after it, and Whisper follows its prompt's style), so
@@ -112,7 +118,7 @@ def sweep(engine: Engine, items: list, offsets: list[float], mode: str = "realti
         runs = []
         for off in offsets:
             audio = np.concatenate([np.zeros(int(off * 16000), np.float32), it.audio])
-            r = replay(engine, audio, mode, stream=stream, language=it.language,
+            r = replay(engine, audio, mode, stream=stream, vad=vad, language=it.language,
                        cost=modelled_cost, busy=busy)
             e = errors(ref, score_units(r.text, it.language))
             lat = np.array(r.latencies) if r.latencies else np.zeros(1)
@@ -184,15 +190,21 @@ def _settings(cls: type, settings: list[str], base: object) -> object:
 def options(settings: list[str], engine: EngineOptions) -> tuple[StreamOptions, EngineOptions]:
     """``["commit_probability=0.3", "prompt_tokens=32", ...]``: fields of StreamOptions or of
     EngineOptions, applied to the defaults and to ``engine``. A name both have (the
-    no-speech, log-probability and compression thresholds) is set in both."""
+    no-speech, log-probability and compression thresholds) is set in both. VadOptions'
+    names are allowed too, and taken by :func:`vad_options`."""
     from dataclasses import fields
 
-    known = {f.name for f in fields(StreamOptions)} | {f.name for f in fields(EngineOptions)}
+    known = {f.name for cls in (StreamOptions, EngineOptions, VadOptions) for f in fields(cls)}
     for item in settings:
         if item.partition("=")[0] not in known:
-            raise SystemExit(f"--set {item}: neither StreamOptions nor EngineOptions has it")
+            raise SystemExit(f"--set {item}: no StreamOptions, EngineOptions or VadOptions has it")
     return (_settings(StreamOptions, settings, StreamOptions()),  # type: ignore[return-value]
             _settings(EngineOptions, settings, engine))
+
+
+def vad_options(settings: list[str]) -> VadOptions:
+    """The VadOptions fields among ``settings`` (``hangover_ms=300``), applied to the defaults."""
+    return _settings(VadOptions, settings, VadOptions())  # type: ignore[return-value]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="embedded",
                    help="as for whisperwire serve; a multilingual one (base) adds zh/")
     p.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE",
-                   help="a StreamOptions or EngineOptions field for this sweep (a policy "
+                   help="a StreamOptions, EngineOptions or VadOptions field for this sweep (a policy "
                         "to try; a name both have is set in both), repeatable")
     p.add_argument("--busy", action="store_true",
                    help="decode as if the engine were saturated: the finals a stream gets "
@@ -225,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [it for it in items(multilingual="zh" in engine.languages)
               if not only or any(x in it.name for x in only)]
     o = sweep(engine, chosen, [float(x) for x in a.offsets.split(",")], a.mode,
-              stream=stream, busy=a.busy)
+              stream=stream, busy=a.busy, vad=vad_options(a.set))
     o["settings"] = a.set
     save_results(a.out, a.name, o, markdown(a.name, o))
     return 0

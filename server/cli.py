@@ -103,7 +103,7 @@ def _serve(args: argparse.Namespace) -> int:
                              skip_retry_words=args.skip_retry_words,
                              draft_partials=bool(args.draft_model),
                              main_step_ms=args.main_step_ms),
-        vad=VadOptions(aggressiveness=args.vad_aggressiveness),
+        vad=VadOptions(aggressiveness=args.vad_aggressiveness, pause_ms=args.pause_ms),
     )
     tls = {"ssl_certfile": args.tls_cert, "ssl_keyfile": args.tls_key} if args.tls_cert else {}
     engine = _load_engine(args, config)
@@ -166,6 +166,7 @@ def _count(text: str) -> int:
 def _serve_parser(sub) -> None:  # type: ignore[no-untyped-def]
     from .engine import EngineOptions
     from .session import StreamOptions
+    from .vad import VadOptions
 
     s = sub.add_parser("serve", help="run the captioning server",
                        description="Run the captioning server.", formatter_class=_Help)
@@ -218,6 +219,10 @@ def _serve_parser(sub) -> None:  # type: ignore[no-untyped-def]
                    help="encoder input = window rounded up to N s, plus N s (0: always 30 s)")
     s.add_argument("--vad-aggressiveness", type=int, default=2, choices=range(4),
                    help="webrtcvad's 0..3")
+    s.add_argument("--pause-ms", type=_count, default=VadOptions.pause_ms,
+                   help="an utterance's end decode starts after this much silence, before "
+                        "the VAD's 500 ms hangover ends it, and is dropped if speech comes "
+                        "first (0: at the hangover's end)")
     s.add_argument("--log-level", default="info", help="debug | info | warning | error")
     s.add_argument("--token", action="append", default=[],
                    help="token that may speak and view (repeatable)")

@@ -317,6 +317,8 @@ class ListenConnection:
         was final stays in the transcript."""
         failures = 0
         while True:
+            # (finals can come from input alone: an early end decode the VAD confirmed)
+            self._publish(self.session.events())
             req = self.session.next_decode(busy=self.engine.busy)
             if req is None:
                 if self.phase.input_over and self.session.flushed:

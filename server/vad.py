@@ -23,6 +23,8 @@ from .audio import MODEL_RATE
 __all__ = [
     "SpeechAudio",
     "SpeechEnd",
+    "SpeechPause",
+    "SpeechResume",
     "SpeechStart",
     "VadEvent",
     "VadOptions",
@@ -41,6 +43,9 @@ class VadOptions:
     onset_frames: int = 3  # this many speech frames ...
     onset_window: int = 5  # ... among the last this many open an utterance
     hangover_ms: int = 500  # this much non-speech closes it
+    # ... and this much may be its end: ``SpeechPause`` lets the session start the end decode
+    # before the hangover decides, and keep it only if no speech came (0: never)
+    pause_ms: int = 240
     energy_margin_db: float = 6.0
     floor_window_ms: int = 1500
     min_energy_db: float = -55.0  # frames quieter than this (dBFS) are never speech
@@ -73,9 +78,26 @@ class SpeechEnd:
     # one past the last frame heard as speech: ``sample`` less the hangover's silence (None:
     # not known, take ``sample``)
     spoken_to: int | None = None
+    # the ``SpeechPause`` this end confirms (no speech came since it): its ``sample``
+    paused_at: int | None = None
 
 
-VadEvent = Union[SpeechStart, SpeechAudio, SpeechEnd]
+@dataclass(frozen=True)
+class SpeechPause:
+    """``pause_ms`` of non-speech inside an utterance: perhaps its end. The ``SpeechEnd``
+    whose ``paused_at`` is this ``sample`` confirms it (no speech came in between)."""
+
+    sample: int  # one past the last sample delivered
+
+
+@dataclass(frozen=True)
+class SpeechResume:
+    """Speech again after a ``SpeechPause``, before the hangover ended the utterance."""
+
+    sample: int  # stream position of the frame heard as speech
+
+
+VadEvent = Union[SpeechStart, SpeechAudio, SpeechPause, SpeechResume, SpeechEnd]
 
 
 def webrtc_classifier(aggressiveness: int) -> Classifier:
@@ -105,7 +127,9 @@ class VadSegmenter:
             maxlen=max(1, options.floor_window_ms // options.frame_ms)
         )
         self._hang = max(1, options.hangover_ms // options.frame_ms)
+        self._pause = options.pause_ms // options.frame_ms
         self._silent_run = 0
+        self._paused_at: int | None = None  # the pause of the current silent run
         self.in_speech = False
 
     def feed(self, samples: np.ndarray) -> list[VadEvent]:
@@ -124,13 +148,14 @@ class VadSegmenter:
             if len(self._pending):
                 out.append(SpeechAudio(self._pos, self._pending))
             end = self._pos + len(self._pending)
-            out.append(SpeechEnd(end, end - self._silent_run * self._n))
+            out.append(SpeechEnd(end, end - self._silent_run * self._n, self._paused_at))
             self.in_speech = False
         self._pos += len(self._pending)
         self._pending = np.zeros(0, np.float32)
         self._pre.clear()
         self._recent.clear()
         self._silent_run = 0
+        self._paused_at = None
         return out
 
     def is_speech_frame(self, frame: np.ndarray) -> bool:
@@ -158,8 +183,16 @@ class VadSegmenter:
             return [SpeechStart(start), SpeechAudio(start, pre)]
         out: list[VadEvent] = [SpeechAudio(pos, frame)]
         self._silent_run = 0 if speech else self._silent_run + 1
+        if speech and self._paused_at is not None:
+            self._paused_at = None
+            out.append(SpeechResume(pos))
+        elif not speech and 0 < self._pause == self._silent_run < self._hang:
+            self._paused_at = pos + self._n
+            out.append(SpeechPause(self._paused_at))
         if self._silent_run >= self._hang:
             self.in_speech = False
             self._silent_run = 0
-            out.append(SpeechEnd(pos + self._n, pos + self._n - self._hang * self._n))
+            out.append(SpeechEnd(pos + self._n, pos + self._n - self._hang * self._n,
+                                 self._paused_at))
+            self._paused_at = None
         return out

@@ -85,6 +85,7 @@ def test_replay_sweep_scores_each_offset(tmp_path):
         32, 1, (0.0, 0.2), "tiny.en")
     with pytest.raises(SystemExit):
         replay.options(["no_such_option=1"], EngineOptions())
+    assert replay.vad_options(["hangover_ms=300", "step_ms=750"]).hangover_ms == 300
 
 
 def test_mixed_capacity_corpus_is_four_different_recordings():

@@ -8,7 +8,8 @@ import pytest
 from whisperwire.server.cli import build_parser
 
 
-@pytest.mark.parametrize("flag", ["--skip-retry-words", "--tail-check-ms", "--stuck-wait-ms"])
+@pytest.mark.parametrize("flag", ["--skip-retry-words", "--tail-check-ms", "--stuck-wait-ms",
+                                  "--pause-ms"])
 def test_policy_counts_take_zero_and_refuse_negatives(flag, capsys):
     p = build_parser()
     args = p.parse_args(["serve", flag, "0"])

@@ -355,8 +355,13 @@ def test_prompt_carries_committed_text_and_user_prompt():
     drive(s, dec, audio)
     last = dec.requests[-1]
     assert last.prompt.startswith("Glossary: w")
-    assert "w10" in last.prompt  # before the window: the prompt; inside it: the prefix
-    assert "w19" in last.prefix.replace(".", "").split() and "w19" not in last.prompt.split()
+    # before the window: the prompt; inside it: the prefix (each word once, in order)
+    names = [t for t, _, _ in truth]
+    before = [t for t, _, e in truth if e <= last.offset]
+    prefix = last.prefix.replace(".", "").split()
+    assert len(before) >= 10 and prefix
+    assert last.prompt.replace(".", "").split()[2:] == before
+    assert prefix == names[len(before) : len(before) + len(prefix)]
 
 
 @pytest.mark.parametrize(
@@ -1342,3 +1347,77 @@ def test_careful_decodes_that_jump_over_nothing_are_not_asked_again(flat):
         runs.append(([(r.offset, r.duration, r.prefix) for r in dec.requests], f))
     assert runs[0][0] == runs[1][0], "the same decodes with the rule on and off"
     assert len(runs[0][1]) > 3
+
+
+def finals_timed(session, decoder, audio, cost_s: float, chunk: int = 320):
+    """As :func:`drive_timed`, each decode taking ``cost_s``: each final with the stream second
+    that had been sent when it came, and every request."""
+    out, asked, pending, ready_at = [], [], None, 0
+    for i in range(0, len(audio), chunk):
+        session.feed_audio(audio[i : i + chunk])
+        now = i + chunk
+        if pending is not None and now >= ready_at:
+            session.decoded(pending.id, decoder(pending))
+            pending = None
+        if pending is None and (req := session.next_decode()) is not None:
+            pending, ready_at = req, now + int(cost_s * SR)
+            asked.append((now / SR, req))
+        out += [(now / SR, e) for e in session.events() if isinstance(e, Final)]
+    return out, asked
+
+
+def test_an_utterance_is_final_when_the_hangover_ends_not_a_decode_later():
+    """The end decode is asked at the VAD's pause (``pause_ms`` of silence), not after its
+    hangover: when the hangover confirms the end, its words are final at once. Before, they
+    came one careful decode after the hangover."""
+    audio, truth = make_stream(8)  # one utterance of 4 s, 1.5 s of silence after it
+    vad = VadOptions()
+    timed, asked = finals_timed(StreamSession(StreamOptions(), energy_vad()),
+                                ScriptedDecoder(truth), audio, cost_s=0.1)
+    assert " ".join(f.text for _, f in timed).split() == [w for w, _, _ in truth]
+    at, last = timed[-1]
+    assert last.eou and [f.eou for _, f in timed].count(True) == 1
+    spoken_to = truth[-1][2]
+    # the hangover's frames, plus one 20 ms chunk of slack
+    assert at <= spoken_to + (vad.hangover_ms // vad.frame_ms) * vad.frame_ms / 1000 + 0.03
+    # ... from one end decode, asked at the pause
+    ends = [(t, r) for t, r in asked if r.final]
+    assert len(ends) == 1 and ends[0][0] <= spoken_to + vad.pause_ms / 1000 + 0.2
+
+
+def test_a_pause_that_was_no_end_keeps_the_utterance_going():
+    """Silences between the pause and the hangover (0.4 s here) ask an end decode that speech
+    then overrules: nothing ends there (its reading is only a step's hypothesis), and every
+    word is final once, in order, with one ``eou`` at the real end."""
+    audio, truth = make_stream(16, pause_every=4, pause_s=0.3)
+    dec = ScriptedDecoder(truth)
+    ev = drive(StreamSession(StreamOptions(), energy_vad()), dec, audio, finalize=False)
+    fs = finals(ev)
+    assert " ".join(f.text for f in fs).split() == [w for w, _, _ in truth]
+    assert [f.eou for f in fs].count(True) == 1 and fs[-1].eou
+    assert sum(r.final for r in dec.requests) == 4  # three early ones overruled, one kept
+
+
+def test_no_early_end_decode_under_load():
+    """A busy engine gets no end decode that a pause may waste: only the hangover asks one."""
+    audio, truth = make_stream(16, pause_every=4, pause_s=0.3)
+    dec = ScriptedDecoder(truth)
+    ev = drive(StreamSession(StreamOptions(), energy_vad()), dec, audio, finalize=False,
+               busy=True)
+    assert " ".join(f.text for f in finals(ev)).split() == [w for w, _, _ in truth]
+    assert sum(r.final for r in dec.requests) == 1
+
+
+def test_a_stream_that_ends_inside_a_pause_takes_the_early_end_decode_as_its_end():
+    """The client hangs up 0.3 s after its last word: past the pause, before the hangover.
+    ``finish`` confirms the pause, and the early decode's words are final without another."""
+    audio, truth = make_stream(8)
+    audio = audio[: int((truth[-1][2] + 0.3) * SR)]
+    s, dec = StreamSession(StreamOptions(), energy_vad()), ScriptedDecoder(truth)
+    ev = drive(s, dec, audio, finalize=False)
+    asked = len(dec.requests)
+    assert dec.requests[-1].final  # the early end decode, back and held
+    s.finish()
+    assert s.next_decode() is None and s.flushed and len(dec.requests) == asked
+    fs = finals(ev + s.events())
+    assert " ".join(f.text for f in fs).split() == [w for w, _, _ in truth] and fs[-1].eou

@@ -10,6 +10,8 @@ from conftest import espeak, load16k
 from whisperwire.server.vad import (
     SpeechAudio,
     SpeechEnd,
+    SpeechPause,
+    SpeechResume,
     SpeechStart,
     VadOptions,
     VadSegmenter,
@@ -125,3 +127,33 @@ def test_flush_says_where_speech_stopped_before_trailing_silence():
     end = ev[-1]
     assert isinstance(end, SpeechEnd) and end.sample == len(x)
     assert end.spoken_to == len(x) - 4 * N  # the partial frame, unclassified, counts as heard
+
+
+@pytest.mark.parametrize("pause_ms", [240, 0])
+def test_a_pause_is_reported_before_the_hangover_and_confirmed_or_spoken_past(pause_ms):
+    """``SpeechPause`` after ``pause_ms`` of non-speech lets the session start an end decode
+    early; ``SpeechResume`` says the pause was no end; the ``SpeechEnd`` that closes the same
+    silence names the pause it confirms. ``pause_ms=0``: none of it."""
+    opt = VadOptions(energy_margin_db=-100, min_energy_db=-200, pause_ms=pause_ms)
+    pause, hang = pause_ms // 30, opt.hangover_ms // 30
+    # speech; a silence longer than the pause but shorter than the hangover; speech; silence
+    pattern = [0] * 5 + [1] * 20 + [0] * (pause + 2) + [1] * 10 + [0] * (hang + 5)
+    frames = iter(pattern)
+    seg = VadSegmenter(opt, lambda f: bool(next(frames)))
+    ev = run(seg, np.full(N * len(pattern), 0.1, np.float32), chunk=1000, flush=False)
+    marks = [e for e in ev if isinstance(e, (SpeechPause, SpeechResume, SpeechEnd))]
+    if not pause_ms:
+        assert [type(e) for e in marks] == [SpeechEnd] and marks[0].paused_at is None
+        return
+    assert [type(e) for e in marks] == [SpeechPause, SpeechResume, SpeechPause, SpeechEnd]
+    assert marks[0].sample == (25 + pause) * N  # one past the pause's last frame
+    assert marks[1].sample == (25 + pause + 2) * N  # the frame heard as speech again
+    second = 25 + pause + 2 + 10
+    assert marks[2].sample == (second + pause) * N
+    assert marks[3].paused_at == marks[2].sample and marks[3].spoken_to == second * N
+    # the stream ending inside a pause confirms it too
+    frames = iter([1] * 20 + [0] * (pause + 1))
+    seg = VadSegmenter(opt, lambda f: bool(next(frames)))
+    ev = run(seg, np.full(N * (21 + pause), 0.1, np.float32))
+    (p,) = [e for e in ev if isinstance(e, SpeechPause)]
+    assert isinstance(ev[-1], SpeechEnd) and ev[-1].paused_at == p.sample
