@@ -429,7 +429,7 @@ class StreamSession:
         self._utts: deque[_Run] = deque()
         self._events: list[Message] = []
         self._ids = itertools.count(1)
-        self._in_flight: tuple[DecodeRequest, _Run] | None = None
+        self._in_flight: tuple[DecodeRequest, _Run, _Kind] | None = None
         self._partial = ""
         self._committed_text = ""
         self.detected_language: str | None = None
@@ -689,8 +689,9 @@ class StreamSession:
         elif u.pause != e.at:
             # speech came: a careful reading of the window up to the pause is a hypothesis
             # like a step's (the step it kept from running)
-            u.early = None
-            self._take(e.req, u, _Kind.STEP, e.result, e.at / MODEL_RATE, e.unsure)
+            u.early = None  # (no careful decode's retries for a step)
+            self._take(replace(e.req, careful=False), u, _Kind.STEP, e.result,
+                       e.at / MODEL_RATE, e.unsure)
 
     def _drop_early(self, u: _Run) -> None:
         if u.early is not None and u.decoded_to == u.early.at:

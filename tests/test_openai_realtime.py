@@ -155,3 +155,44 @@ def test_server_vad_turns_sent_flat_out_each_complete_with_their_own_words(live_
     for name, e in zip(NAMES, done):
         assert wer(references()[name], e.transcript) <= 0.25, (name, e.transcript)
     assert done[-1].transcript == ""
+
+
+@pytest.mark.timeout(90)
+def test_a_manual_commit_inside_a_pause_completes_its_turn_with_every_word(live_server):
+    """A client commits 0.3 s after its last word, past the VAD's pause (240 ms), where the
+    end decode starts early, and before its hangover: the commit ends the utterance and makes
+    that decode's words final at once. The turn completes with them, and none arrive later
+    as a delta of another item."""
+    from whisperwire.server.vad import SpeechEnd, VadOptions, VadSegmenter, webrtc_classifier
+
+    x = load16k("LJ001-0002.wav")
+    o = VadOptions()
+    vad = VadSegmenter(o, webrtc_classifier(o.aggressiveness))
+    ends = [e for e in vad.feed(np.concatenate([x, np.zeros(16000, np.float32)]))
+            if isinstance(e, SpeechEnd)]
+    x = x[: min(len(x), ends[-1].spoken_to + int(0.3 * 16000))]
+    x = np.concatenate([x, np.zeros(max(0, ends[-1].spoken_to + 4800 - len(x)), np.float32)])
+    pcm = s16(at(x, 24000))
+    events: list = []
+    with client(live_server).realtime.connect(extra_query={"intent": "transcription"}) as conn:
+        assert conn.recv().type == "session.created"
+        conn.session.update(session={"type": "transcription", "audio": {"input": {
+            "format": {"type": "audio/pcm", "rate": 24000}, "turn_detection": None}}})
+        assert conn.recv().type == "session.updated"
+        for i in range(0, len(pcm), 4800):  # 100 ms every 100 ms
+            conn.input_audio_buffer.append(audio=base64.b64encode(pcm[i : i + 4800]).decode())
+            time.sleep(0.1)
+        time.sleep(1.5)  # the early end decode is back and held
+        conn.input_audio_buffer.commit()
+        while (e := conn.recv()).type != COMPLETED:
+            events.append(e)
+        events.append(e)
+        time.sleep(1.0)
+        conn.send({"type": "input_audio_buffer.clear"})
+        while (e := conn.recv()).type != "input_audio_buffer.cleared":
+            events.append(e)
+    per_item = items(events)
+    assert len(per_item) == 1, per_item  # one turn, and no words after it on another
+    (joined, completed), = per_item.values()
+    assert completed is not None and joined == completed
+    assert wer(references()["LJ001-0002.wav"], completed) <= 0.2, completed

@@ -174,6 +174,7 @@ class DeepgramConnection(ListenConnection):
         if kind == "CloseStream":
             return True
         if kind == "Finalize":
+            self._publish(self.session.events())  # finals input made and the pump has not sent
             self.finalize()
             if self.session.flushed:  # nothing heard since the last final
                 self.send(_Flushed(None))

@@ -179,7 +179,8 @@ class RealtimeConnection(ListenConnection):
         self.commits.append(self.session.audio_seconds)
         self.session.finish()
         self.wake.set()
-        self._settle()
+        # (finish may have made the words of an early end decode final: they go with this turn)
+        self._publish(self.session.events())
 
     def _publish(self, events: list[wire.Message]) -> None:
         super()._publish(events)
