@@ -172,21 +172,26 @@ def test_a_busy_decoder_gets_shorter_partial_steps_and_every_word():
     assert all(r.duration > 0 for r in dec.requests)
 
 
-def drive_timed(session, decoder, audio, cost, chunk=1600):
+def timed(session, decoder, audio, cost, chunk=1600):
     """Audio arrives in real time while each decode takes ``cost(request)`` seconds of it
-    (results come back at chunk boundaries: ``chunk`` well under ``step_ms``)."""
-    events, out, ready_at = [], None, 0
+    (results come back at chunk boundaries: ``chunk`` well under ``step_ms``). Yields, per
+    chunk: the stream second sent, the request asked then (or None), the events since."""
+    out, ready_at = None, 0
     for i in range(0, len(audio), chunk):
         session.feed_audio(audio[i : i + chunk])
-        now = i + chunk
+        now, asked = i + chunk, None
         if out is not None and now >= ready_at:
             session.decoded(out.id, decoder(out))
             out = None
         if out is None and (req := session.next_decode()) is not None:
-            out, ready_at = req, now + int(cost(req) * SR)
-        events += session.events()
+            out, ready_at, asked = req, now + int(cost(req) * SR), req
+        yield now / SR, asked, session.events()
     if out is not None:
         session.decoded(out.id, decoder(out))
+
+
+def drive_timed(session, decoder, audio, cost, chunk=1600):
+    events = [e for _, _, ev in timed(session, decoder, audio, cost, chunk) for e in ev]
     return events + drive(session, decoder, np.zeros(0, np.float32))
 
 
@@ -1350,19 +1355,12 @@ def test_careful_decodes_that_jump_over_nothing_are_not_asked_again(flat):
 
 
 def finals_timed(session, decoder, audio, cost_s: float, chunk: int = 320):
-    """As :func:`drive_timed`, each decode taking ``cost_s``: each final with the stream second
-    that had been sent when it came, and every request."""
-    out, asked, pending, ready_at = [], [], None, 0
-    for i in range(0, len(audio), chunk):
-        session.feed_audio(audio[i : i + chunk])
-        now = i + chunk
-        if pending is not None and now >= ready_at:
-            session.decoded(pending.id, decoder(pending))
-            pending = None
-        if pending is None and (req := session.next_decode()) is not None:
-            pending, ready_at = req, now + int(cost_s * SR)
-            asked.append((now / SR, req))
-        out += [(now / SR, e) for e in session.events() if isinstance(e, Final)]
+    """As :func:`timed`, each decode taking ``cost_s``: each final with the stream second that
+    had been sent when it came, and every request with the second it was asked."""
+    out, asked = [], []
+    for now, req, ev in timed(session, decoder, audio, lambda r: cost_s, chunk):
+        asked += [(now, req)] if req is not None else []
+        out += [(now, e) for e in ev if isinstance(e, Final)]
     return out, asked
 
 
