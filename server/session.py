@@ -605,9 +605,12 @@ class StreamSession:
                 return u.available, _Kind.FORCED
         if u.early is not None:
             return None  # out or held: no step until the VAD says whether the pause ended it
-        if u.pause is not None and u.open and not busy and not self._waits_for_language(
-                u, u.pause):
-            return u.pause, _Kind.EARLY  # (not under load: a pause that was no end costs it)
+        # (not under load: a pause that was no end costs it; nor for a window shorter than
+        # ``min_final_ms``: every 240 ms less of a sliver is more room for Whisper to invent,
+        # zh-05 replayed: "作词 作曲 作曲 ..." for its first 0.48 s, then a file of loops)
+        if u.pause is not None and u.open and not busy and u.pause - u.window_start >= o.samples(
+                o.min_final_ms) and not self._waits_for_language(u, u.pause):
+            return u.pause, _Kind.EARLY
         end = u.available
         if not u.open or end - u.decoded_to < o.samples(o.step_ms) or end - u.window_start < o.samples(
             o.min_window_ms

@@ -1419,3 +1419,15 @@ def test_a_stream_that_ends_inside_a_pause_takes_the_early_end_decode_as_its_end
     assert s.next_decode() is None and s.flushed and len(dec.requests) == asked
     fs = finals(ev + s.events())
     assert " ".join(f.text for f in fs).split() == [w for w, _, _ in truth] and fs[-1].eou
+
+
+def test_a_sliver_gets_no_early_end_decode():
+    """An utterance whose window is shorter than ``min_final_ms`` at its pause is decoded once,
+    at the hangover's end, with all the silence it has: Whisper invents words for slivers
+    (zh-05's first 0.48 s, decoded early: a loop whose first word then led the whole file)."""
+    audio, truth = make_stream(1, word_s=0.5)
+    dec = ScriptedDecoder(truth)
+    ev = drive(StreamSession(StreamOptions(), energy_vad()), dec, audio, finalize=False)
+    assert [f.text for f in finals(ev)] == ["w0"]
+    (end,) = [r for r in dec.requests if r.final]
+    assert end.offset + end.duration >= truth[0][2] + 0.45  # the hangover's, not the pause's
