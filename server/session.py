@@ -329,9 +329,10 @@ class _Early:
     """An end decode asked at a pause (``_Kind.EARLY``). Its words wait for the VAD: the
     hangover's ``SpeechEnd`` makes them the utterance's end decode; speech first makes them a
     step's hypothesis. An utterance's end words then come the hangover's rest sooner (240 of
-    480 ms by default). Replayed on real/ (bench.replay --threads 1 --offsets 0.11,0.37):
-    WER 21.66 -> 21.57 %, final p95 2.01 s both, 2 % fewer decodes; dropping the words when
-    speech came instead cost a step each time: 22.84 %, p95 2.06 s."""
+    480 ms by default): on en-03 and en-07 replayed, end words' final p50 1.26 -> 1.03 s. On all
+    of real/ (bench.replay --threads 1 --offsets 0.11,0.37) WER 21.66 -> 21.75 %, final p95
+    2.01 -> 2.03 s, 1 % fewer decodes; dropping the words when speech came instead cost a step
+    each time: 22.84 %, p95 2.06 s."""
 
     at: int  # the pause's sample, where the window ends
     resume_to: int  # the window's ``decoded_to`` before it: steps go on from there
