@@ -91,6 +91,9 @@ class HypothesisBuffer:
         # where the first doubted unit two hypotheses agree on (or the first they disagree on)
         # ends, once it has waited long enough (see :meth:`commit_agreed`); None when none has
         self.undecided_end: float | None = None
+        # where the unit the last agreement stopped at for doubt ends, waited or not, and
+        # whether it was a disagreement (True) or a doubted unit the two agree on (False)
+        self.doubted: tuple[float, bool] | None = None
 
     @property
     def pending(self) -> list[Word]:
@@ -110,17 +113,22 @@ class HypothesisBuffer:
         ends by ``checked_until`` (a careful decode was asked and gave nothing better). If
         a doubted unit ends by ``unsure_until``, :attr:`undecided_end` says where (it is for a
         careful decode to decide); so does the first unit the two disagree on, if it ends by
-        ``stuck_until`` and after ``checked_until``."""
+        ``stuck_until`` and after ``checked_until``. :attr:`doubted` says where either stopped
+        it, however long ago the unit ended."""
         n = 0
         self.undecided_end = None
+        self.doubted = None
         for a, b in zip(self._previous, self._new):
             if b.end > until:
                 break
             if unit_key(a.word) != unit_key(b.word):
+                if b.end > checked_until:
+                    self.doubted = (b.end, True)
                 if checked_until < b.end <= stuck_until:
                     self.undecided_end = b.end
                 break
             if b.probability < min_probability and b.end > checked_until:
+                self.doubted = (b.end, False)
                 if b.end <= unsure_until:
                     self.undecided_end = b.end
                 break
@@ -134,6 +142,7 @@ class HypothesisBuffer:
         ``starting_before``): the window is full and the agreement has stalled, so move on
         rather than grow without bound; or a careful decode decides a doubted stretch, and the
         unit it hears in its place too."""
+        self.doubted = None
         n = 0
         while n < len(self._new) and self._new[n].end <= t and self._new[n].start < starting_before:
             n += 1
@@ -145,8 +154,10 @@ class HypothesisBuffer:
         """The latest hypothesis stays the partial but is no opinion: the next one commits
         nothing by agreeing with it."""
         self._previous = []
+        self.doubted = None
 
     def commit_all(self) -> list[Word]:
+        self.doubted = None
         commit = self._take(len(self._new))
         self._previous = []
         return commit

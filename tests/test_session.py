@@ -1054,6 +1054,67 @@ def test_a_word_greedy_decodes_never_agree_on_is_decided_by_a_careful_decode_wit
     assert at - end <= (opt.stuck_wait_ms + 2 * opt.step_ms) / 1000
 
 
+@pytest.mark.parametrize("decoder", [DoubtingDecoder, WaveringDecoder])
+def test_a_step_that_would_only_hand_a_doubted_word_on_is_the_careful_decode(decoder):
+    """(``check_instead_of_step``, off by default: it cost accuracy replayed.) A doubted word (agreed on but unsure, or never agreed on) that has waited its
+    ``unsure_wait_ms`` / ``stuck_wait_ms`` by the time the next step is due is decided by a
+    careful decode asked in that step's place. Before, the greedy step ran first only to find
+    the wait over, and the word's final came one step decode later (en-03 and en-07 replayed:
+    checks were the slowest finals)."""
+    audio, truth = make_stream(28)
+    opt = StreamOptions(check_instead_of_step=True)
+    dec = decoder(truth, "w6")
+    cost = {False: 0.3, True: 0.4}  # greedy step, careful decode (s)
+    asked, got = [], []
+    for now, req, ev in timed(StreamSession(opt, energy_vad()), dec, audio,
+                              lambda r: cost[r.careful], chunk=320):
+        asked += [req] if req is not None else []
+        got += [(now, e) for e in ev if isinstance(e, Final)]
+    assert " ".join(f.text for _, f in got).split() == [w for w, _, _ in truth]
+    end = next(e for w, _, e in truth if w == "w6")
+    waited = [r for r in asked if r.offset + r.duration - 1.0 >= end]  # (both waits: 1 s)
+    assert waited and waited[0].careful, "a greedy step came first, only to hand the word on"
+    at = next(t for t, f in got if "w6" in f.text.split())
+    # the wait, the step's phase, the careful decode, and 20 ms chunks of slack
+    assert at - end <= 1.0 + opt.step_ms / 1000 + cost[True] + 0.05
+
+
+class ManyDoubtsDecoder(DoubtingDecoder):
+    """... several words in a row (a stretch of hard speech, en-03's "this", "I", "want")."""
+
+    def __init__(self, truth, words: list[str]):
+        super().__init__(truth, "")
+        self.words = set(words)
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        r = ScriptedDecoder.__call__(self, req)
+        if req.careful:
+            return r
+        return DecodeResult(tuple(self.misheard(w) if w.word.strip().rstrip("~") in self.words
+                                  else w for w in r.words), "", 0.01, -0.3, 1.2)
+
+
+def test_a_careful_check_decides_every_word_that_waited_not_only_the_first_doubted_one():
+    """Five doubted words in a row: the check of the first decided only the words up to it,
+    and each next one waited for a step and a check of its own, later and later (2.28, 2.50,
+    2.72, 2.94 s after their ends). A check now also decides every word that has
+    ``unsure_wait_ms`` of speech after it in its window, as it decides the doubted one."""
+    doubted = ["w6", "w7", "w8", "w9", "w10"]
+    audio, truth = make_stream(30)
+    opt = StreamOptions()
+    cost = {False: 0.2, True: 0.4}  # greedy step, careful decode (s)
+    got = [(now, e) for now, _, ev in timed(StreamSession(opt, energy_vad()),
+                                            ManyDoubtsDecoder(truth, doubted), audio,
+                                            lambda r: cost[r.careful], chunk=320)
+           for e in ev if isinstance(e, Final)]
+    assert " ".join(f.text for _, f in got).split() == [w for w, _, _ in truth]
+    for word, _, end in truth:
+        if word in doubted:
+            at = next(t for t, f in got if word in f.text.split())
+            # the wait, the step's phase, a step, the check, and 20 ms chunks of slack
+            assert at - end <= opt.unsure_wait_ms / 1000 + opt.step_ms / 1000 + 0.2 + 0.4 + 0.05
+
+
 class ClosedSentenceDecoder(ScriptedDecoder):
     """en-07 over the WebSocket: after the final "... on a plane" the next speaker's clip was
     never heard. Every decode with the prefix only closed its sentence; the retry without it
