@@ -641,8 +641,8 @@ class StreamSession:
             return None
         at, disagreed = u.buffer.doubted
         wait = self.opt.stuck_wait_ms if disagreed else self.opt.unsure_wait_ms
-        if not wait or at <= max(u.checked_to, u.buffer.committed_end):
-            return None
+        if (disagreed and not wait) or at <= max(u.checked_to, u.buffer.committed_end):
+            return None  # (stuck_wait_ms 0: never; unsure_wait_ms 0: at once)
         return at if end / MODEL_RATE - wait / 1000 >= at else None
 
     def _context_start(self, u: _Run, ms: int) -> int:
@@ -854,7 +854,8 @@ class StreamSession:
                 # ... and so is every word after it that has as much speech after it in this
                 # decode as a doubted word waits for: the next doubted word waited for a step
                 # and a check of its own, one after the other (en-03: "this", "I", "want")
-                decided += u.buffer.commit_until(win_end - self.opt.unsure_wait_ms / 1000)
+                wait = max(self.opt.unsure_wait_ms, self.opt.holdback_ms)
+                decided += u.buffer.commit_until(win_end - wait / 1000)
             self._emit_final(decided, False)
             u.check_until = None
             u.checked_to = max(u.checked_to, at)

@@ -1056,7 +1056,8 @@ def test_a_word_greedy_decodes_never_agree_on_is_decided_by_a_careful_decode_wit
 
 @pytest.mark.parametrize("decoder", [DoubtingDecoder, WaveringDecoder])
 def test_a_step_that_would_only_hand_a_doubted_word_on_is_the_careful_decode(decoder):
-    """(``check_instead_of_step``, off by default: it cost accuracy replayed.) A doubted word (agreed on but unsure, or never agreed on) that has waited its
+    """(``check_instead_of_step``, off by default: it cost accuracy replayed.) A doubted word
+    (agreed on but unsure, or never agreed on) that has waited its
     ``unsure_wait_ms`` / ``stuck_wait_ms`` by the time the next step is due is decided by a
     careful decode asked in that step's place. Before, the greedy step ran first only to find
     the wait over, and the word's final came one step decode later (en-03 and en-07 replayed:
@@ -1108,11 +1109,35 @@ def test_a_careful_check_decides_every_word_that_waited_not_only_the_first_doubt
                                             lambda r: cost[r.careful], chunk=320)
            for e in ev if isinstance(e, Final)]
     assert " ".join(f.text for _, f in got).split() == [w for w, _, _ in truth]
+    assert all(a.end <= b.start for (_, a), (_, b) in zip(got, got[1:])), "finals overlap"
     for word, _, end in truth:
         if word in doubted:
             at = next(t for t, f in got if word in f.text.split())
             # the wait, the step's phase, a step, the check, and 20 ms chunks of slack
             assert at - end <= opt.unsure_wait_ms / 1000 + opt.step_ms / 1000 + 0.2 + 0.4 + 0.05
+
+
+def test_a_careful_check_never_decides_a_word_in_the_holdback():
+    """With ``unsure_wait_ms`` under ``holdback_ms``, a check still leaves the words of its
+    window's last ``holdback_ms`` (Whisper's most changeable) for the next decode."""
+    audio, truth = make_stream(30, word_s=0.3)  # (words end at every phase of a window)
+    opt = StreamOptions(unsure_wait_ms=100)
+    session = StreamSession(opt, energy_vad())
+    dec = ManyDoubtsDecoder(truth, ["w6", "w7", "w8", "w9", "w10"])
+    got, checked = [], 0
+    for i in range(0, len(audio), 320):
+        session.feed_audio(audio[i : i + 320])
+        while (req := session.next_decode()) is not None:
+            session.decoded(req.id, dec(req))
+            new = [e for e in session.events() if isinstance(e, Final)]
+            got += new
+            if req.careful and not req.final:
+                checked += 1
+                edge = req.offset + req.duration - opt.holdback_ms / 1000
+                assert all(f.end <= edge + 1e-6 for f in new), (edge, new)
+    got += finals(drive(session, dec, np.zeros(0, np.float32)))
+    assert checked, "no careful check was asked"
+    assert " ".join(f.text for f in got).split() == [w for w, _, _ in truth]
 
 
 class ClosedSentenceDecoder(ScriptedDecoder):
