@@ -104,6 +104,12 @@ class StreamOptions:
     # (the check hears a step's decode time less right context: en-06 "Tomato" -> "To Madro");
     # off while accuracy comes first (bench/results/replay-try-check-instead-of-step-*)
     check_instead_of_step: bool = False
+    # a looping greedy step under load (short context, steps far apart) asks a careful decode
+    # for the words that waited before its loop. en-05, four streams at once over the
+    # WebSocket: its final p95 over 2.5 s in 3 of 5 draws without, 0 of 2 with; replayed as
+    # under load (bench.replay --busy) en-05 and en-07: WER 18.59 -> 17.34 %, p95 1.98 ->
+    # 1.88 s. Not without load: replayed so on real/, WER 21.30 -> 21.63 % and no faster.
+    loop_asks_check: bool = True
     # a careful decode that hears no word in this much new speech is asked again differently
     mute_retry_ms: int = 2000
     # ... and so is one whose first word comes after this many words the window's previous
@@ -450,6 +456,7 @@ class StreamSession:
         self._settled = 0
         self._asked_at = 0  # samples_in when the request in flight was made
         self._slow_until = 0  # steps are busy until samples_in reaches this (slow_hold_ms)
+        self._busy_step = False  # the decode out is a step asked while busy
 
     # -- input ---------------------------------------------------------------------------
     def feed_audio(self, samples: np.ndarray) -> None:
@@ -563,7 +570,8 @@ class StreamSession:
         # a careful decode reaches further back: more of what was said before is heard again
         # (as forced prefix), which is what Whisper needs to get short or hard speech right
         start = self._context_start(u, self.opt.careful_context_ms) if careful else u.window_start
-        if busy and not careful:
+        self._busy_step = busy and not careful
+        if self._busy_step:
             start = max(start, min(self._overlap_start(u, self.opt.busy_overlap_ms), u.decoded_to))
         attempt = _ATTEMPTS[u.retries]
         if careful and not attempt.final_audio:
@@ -865,6 +873,8 @@ class StreamSession:
             # such decodes in a row often loop the same way ("biscuit does he know that he's
             # good does he know that he's good ...", twice, after the final "does he know that")
             u.buffer.forget()
+            if self.opt.loop_asks_check and self._busy_step:
+                self._check_after_loop(u, win_end)
             self._slide_window(u)
         else:
             if duration * 1000 >= self.opt.commit_after_ms and not unsure:
@@ -953,6 +963,17 @@ class StreamSession:
         while i > 0 and end - committed[i - 1].start <= ms / 1000:
             i -= 1
         return int((committed[i].start - 0.05) * MODEL_RATE)
+
+    def _check_after_loop(self, u: _Run, win_end: float) -> None:
+        """A looping step is no opinion, and steps that loop every other time never give two
+        in a row: once the first word its hypothesis heard has waited ``unsure_wait_ms``, a
+        careful decode (beam search, temperature fallback) decides it and what waited with it.
+        en-05 under load: steps ending in a pause looped "One person was killed. One person
+        was killed ..." in 4 of 7, and the sentence was final 4.5 s after its first word."""
+        pending = u.buffer.pending
+        if pending and max(u.checked_to, u.buffer.committed_end) < pending[0].end <= (
+                win_end - self.opt.unsure_wait_ms / 1000):
+            u.check_until = pending[0].end
 
     def _degenerate(self, r: DecodeResult) -> bool:
         """A greedy decode whose text compresses this well failed by faster-whisper's own rule

@@ -172,10 +172,11 @@ def test_a_busy_decoder_gets_shorter_partial_steps_and_every_word():
     assert all(r.duration > 0 for r in dec.requests)
 
 
-def timed(session, decoder, audio, cost, chunk=1600):
+def timed(session, decoder, audio, cost, chunk=1600, busy=False):
     """Audio arrives in real time while each decode takes ``cost(request)`` seconds of it
     (results come back at chunk boundaries: ``chunk`` well under ``step_ms``). Yields, per
-    chunk: the stream second sent, the request asked then (or None), the events since."""
+    chunk: the stream second sent, the request asked then (or None), the events since.
+    ``busy``: the engine says it is saturated."""
     out, ready_at = None, 0
     for i in range(0, len(audio), chunk):
         session.feed_audio(audio[i : i + chunk])
@@ -183,7 +184,7 @@ def timed(session, decoder, audio, cost, chunk=1600):
         if out is not None and now >= ready_at:
             session.decoded(out.id, decoder(out))
             out = None
-        if out is None and (req := session.next_decode()) is not None:
+        if out is None and (req := session.next_decode(busy=busy)) is not None:
             out, ready_at, asked = req, now + int(cost(req) * SR), req
         yield now / SR, asked, session.events()
     if out is not None:
@@ -913,6 +914,48 @@ def test_a_degenerate_step_decode_is_no_opinion_to_agree_with():
     assert len(lost) == 2
     assert " ".join(f.text for f in finals(events)).split() == [w for w, _, _ in truth]
     assert any(isinstance(e, Partial) and e.text.startswith("bad") for e in events)
+
+
+@pytest.mark.parametrize("busy", [True, False])
+def test_words_before_loops_every_other_step_wait_no_longer_than_a_doubted_word(busy):
+    """en-05 under load: greedy steps whose window ended in a pause looped ("One person was
+    killed. One person was killed ...") every other time, so agreement never had two opinions
+    in a row, and the sentence was final 4.5 s after its first word. Under load a looping step
+    now asks a careful decode once the first word before its loop has waited
+    ``unsure_wait_ms``. Without load it does not (replayed, it cost words and no time)."""
+    audio, truth = make_stream(30)
+    opt = StreamOptions()
+    dec = ScriptedDecoder(truth)
+    greedy, looped = [], []
+
+    def loops_every_other(req):
+        r = dec(req)
+        if req.careful:
+            return r
+        greedy.append(req.id)
+        if len(greedy) % 2 and 4.0 < req.offset + req.duration < 11.0:
+            looped.append(req.id)
+            t = r.words[-1].end  # the sentence again and again, squeezed at its end
+            loop = [Word(w.word, t, t, 0.9) for w in r.words[-3:]] * 5
+            return DecodeResult(r.words + tuple(loop), r.text, 0.01, -0.3, 3.0)
+        return r
+
+    got, asked = [], []
+    for now, req, ev in timed(StreamSession(opt, energy_vad()), loops_every_other, audio,
+                              lambda r: 0.4 if r.careful else 0.2, chunk=320, busy=busy):
+        asked += [req] if req is not None else []
+        got += [(now, e) for e in ev if isinstance(e, Final)]
+    assert " ".join(f.text for _, f in got).split() == [w for w, _, _ in truth]
+    assert looped, "no step looped"
+    if not busy:
+        assert not any(r.careful and not r.final for r in asked)
+        return
+    for word, _, end in truth:
+        if 4.0 < end < 10.0:
+            at = next(t for t, f in got if word in f.text.split())
+            # the wait, two steps (only every other one loops and asks), a step's decode, the
+            # check, and 20 ms chunks of slack
+            assert at - end <= opt.unsure_wait_ms / 1000 + 2 * opt.step_ms / 1000 + 0.65, word
 
 
 def test_a_retry_does_not_make_the_last_final_word_new_by_stretching_it_into_the_pause():
