@@ -43,7 +43,9 @@ class _Kind(enum.Enum):
     FULL = "full"  # the window reached ``max_window_ms``: commit what it holds, move on
     FORCED = "forced"  # the client asked for finals now
     END = "end"  # the utterance ended: everything in the window becomes final
-    CHECK = "check"  # greedy decodes doubt a word, or disagree on it: a careful decode decides
+    # greedy decodes doubt a word, or disagree on it, or (under load) loop where it waited: a
+    # careful decode decides
+    CHECK = "check"
     # the VAD heard a pause that may be the utterance's end: its end decode, asked before the
     # hangover decides and kept only if no speech came (``VadOptions.pause_ms``)
     EARLY = "early"
@@ -94,8 +96,8 @@ class StreamOptions:
     # real time, modelled clock): final p95 2.17 -> 2.01 s, WER 21.78 -> 21.66 %, 1 % more
     # decodes; at 600 ms p95 1.86 s but WER 22.03 %. 0: never.
     stuck_wait_ms: int = 1000
-    # a careful check decides every word that has waited ``unsure_wait_ms`` in its window, not
-    # only the words up to the doubted one. real/ and LJ replayed at 0.11/0.37 s (tiny.en, 2
+    # a careful check decides every word that has waited ``unsure_wait_ms`` in its window (and
+    # at least ``holdback_ms``), not only the words up to the doubted one. real/ and LJ replayed at 0.11/0.37 s (tiny.en, 2
     # threads' speed, modelled clock): WER 21.75 -> 21.30 %, final p95 2.03 -> 1.78 s, decodes
     # 2772 -> 2760 (bench/results/replay-check-decides-waited-*)
     check_decides_waited: bool = True
@@ -109,6 +111,9 @@ class StreamOptions:
     # WebSocket: its final p95 over 2.5 s in 3 of 5 draws without, 0 of 2 with; replayed as
     # under load (bench.replay --busy) en-05 and en-07: WER 18.59 -> 17.34 %, p95 1.98 ->
     # 1.88 s. Not without load: replayed so on real/, WER 21.30 -> 21.63 % and no faster.
+    # "Load" is the step's busy mark: the engine's, or a lone stream whose own steps lag
+    # (``slow_hold_ms``), whose steps are as short and as far apart. Never while the language
+    # is unsure (agreement commits nothing then either).
     loop_asks_check: bool = True
     # a careful decode that hears no word in this much new speech is asked again differently
     mute_retry_ms: int = 2000
@@ -854,26 +859,13 @@ class StreamSession:
             self._emit_final(committed, False)
             self._slide_window(u, 0 if committed else int(keep_from * MODEL_RATE))
         elif kind == _Kind.CHECK:
-            # its words up to the doubted one, and the word it hears in its place, are final
-            at = u.check_until or 0.0
-            decided = u.buffer.commit_until(win_end - self.opt.holdback_ms / 1000,
-                                            starting_before=at)
-            if self.opt.check_decides_waited:
-                # ... and so is every word after it that has as much speech after it in this
-                # decode as a doubted word waits for: the next doubted word waited for a step
-                # and a check of its own, one after the other (en-03: "this", "I", "want")
-                wait = max(self.opt.unsure_wait_ms, self.opt.holdback_ms)
-                decided += u.buffer.commit_until(win_end - wait / 1000)
-            self._emit_final(decided, False)
-            u.check_until = None
-            u.checked_to = max(u.checked_to, at)
-            self._slide_window(u)
+            self._commit_check(u, win_end)
         elif kind == _Kind.STEP and self._degenerate(result):
             # Its words before the loop are shown, but they are no opinion to agree with: two
             # such decodes in a row often loop the same way ("biscuit does he know that he's
             # good does he know that he's good ...", twice, after the final "does he know that")
             u.buffer.forget()
-            if self.opt.loop_asks_check and self._busy_step:
+            if self.opt.loop_asks_check and self._busy_step and not unsure:
                 self._check_after_loop(u, win_end)
             self._slide_window(u)
         else:
@@ -888,6 +880,24 @@ class StreamSession:
                 u.buffer.commit_until(-1.0)  # too little audio to trust: remember, commit nothing
             self._slide_window(u)
         self._update_partial(u)
+
+    def _commit_check(self, u: _Run, win_end: float) -> None:
+        """A careful decode asked for ``check_until`` (the doubted or disagreed word, or the
+        first word before a loop): its words up to there, and the word it hears in that
+        place, are final."""
+        at = u.check_until or 0.0
+        decided = u.buffer.commit_until(win_end - self.opt.holdback_ms / 1000,
+                                        starting_before=at)
+        if self.opt.check_decides_waited:
+            # ... and so is every word after it that has as much speech after it in this
+            # decode as a doubted word waits for: the next doubted word waited for a step and
+            # a check of its own, one after the other (en-03: "this", "I", "want")
+            wait = max(self.opt.unsure_wait_ms, self.opt.holdback_ms)
+            decided += u.buffer.commit_until(win_end - wait / 1000)
+        self._emit_final(decided, False)
+        u.check_until = None
+        u.checked_to = max(u.checked_to, at)
+        self._slide_window(u)
 
     def _stuck_until(self, win_end: float) -> float:
         return win_end - self.opt.stuck_wait_ms / 1000 if self.opt.stuck_wait_ms else float("-inf")
@@ -967,7 +977,8 @@ class StreamSession:
     def _check_after_loop(self, u: _Run, win_end: float) -> None:
         """A looping step is no opinion, and steps that loop every other time never give two
         in a row: once the first word its hypothesis heard has waited ``unsure_wait_ms``, a
-        careful decode (beam search, temperature fallback) decides it and what waited with it.
+        careful decode (beam search, temperature fallback) decides it (and, with
+        ``check_decides_waited``, every word that waited as long).
         en-05 under load: steps ending in a pause looped "One person was killed. One person
         was killed ..." in 4 of 7, and the sentence was final 4.5 s after its first word."""
         pending = u.buffer.pending

@@ -958,6 +958,35 @@ def test_words_before_loops_every_other_step_wait_no_longer_than_a_doubted_word(
             assert at - end <= opt.unsure_wait_ms / 1000 + 2 * opt.step_ms / 1000 + 0.65, word
 
 
+def test_a_looping_step_asks_no_check_while_the_language_is_unsure():
+    """language=auto: until a window tells the language, nothing is final (a window in a
+    misheard language only shows a partial). A step looping under load must not make words
+    final through a check that still decodes in an unknown language."""
+    audio, truth = make_stream(12)
+    audio = audio[: int(2.9 * SR)]  # no window reaches detect_ms: the language stays unsure
+    s = StreamSession(StreamOptions(), energy_vad(), language="auto")
+    dec = ScriptedDecoder(truth)
+    looped = []
+
+    def unsure_and_looping(req):
+        r = replace(dec(req), language="ko", language_probability=0.5)
+        if req.careful or req.duration < 1.6:
+            return r
+        looped.append(req.id)
+        t = r.words[-1].end  # the last words again and again, squeezed at the end
+        loop = [Word(w.word, t, t, 0.9) for w in r.words[-2:]] * 5
+        return replace(r, words=r.words + tuple(loop), compression_ratio=3.0)
+
+    events = drive(s, unsure_and_looping, audio, finalize=False, busy=True)
+    assert looped, "no step looped"
+    assert finals(events) == []
+    s.finish()
+    while (req := s.next_decode()) is not None:
+        s.decoded(req.id, unsure_and_looping(req))
+    assert " ".join(f.text for f in finals(events + s.events())).split() == [
+        w for w, _, e in truth if e < 2.95]
+
+
 def test_a_retry_does_not_make_the_last_final_word_new_by_stretching_it_into_the_pause():
     """en-07 in real time: "... not the best thing to do on a plane" final (to 16.99 s); the
     full window's retry without the prefix read it again as "... on the plane." ("the" for
