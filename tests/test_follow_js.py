@@ -64,8 +64,12 @@ class Scripted:
         self.routes[-1].close(code=code, reason="scripted")
 
 
-def open_page(browser, path: str, scripts: list[list]):  # type: ignore[no-untyped-def]
+def open_page(browser, path: str, scripts: list[list], clock: bool = False):  # type: ignore[no-untyped-def]
+    """``clock``: the page's timers run on Playwright's clock (``page.clock.run_for``), so a
+    backoff of seconds passes at once."""
     page = browser.new_page()
+    if clock:
+        page.clock.install()
 
     def serve(route):  # type: ignore[no-untyped-def]
         url = route.request.url.removeprefix(ORIGIN)
@@ -147,11 +151,16 @@ def test_viewer_page_says_the_speaker_stopped_and_shows_the_next(browser):
 
 
 def test_viewer_page_gives_up_after_bounded_drops(browser):
-    page, server = open_page(browser, "/?view=s", [[final(0, "one.")]] + [[("close", 1001)]] * 20)
+    page, server = open_page(browser, "/?view=s", [[final(0, "one.")]] + [[("close", 1001)]] * 20,
+                             clock=True)
     wait_for(lambda: len(server.routes) == 1, 10, "the first connection", page=page)
     server.close(1001)
-    wait_for(lambda: page.inner_text("[data-testid=status]") == "disconnected", 60,
-             "the page to give up", page=page)
+
+    def gave_up() -> bool:  # the backoff (0.5 s doubling to 10 s, eight tries) on the page's clock
+        page.clock.run_for(1000)
+        return page.inner_text("[data-testid=status]") == "disconnected"
+
+    wait_for(gave_up, 60, "the page to give up", every=0.05, page=page)
     assert len(server.routes) == 1 + 8, "eight tries after the drop, then it says so"
     assert "Reload" in page.inner_text("[data-testid=message]")
     page.close()
