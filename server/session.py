@@ -97,9 +97,9 @@ class StreamOptions:
     # decodes; at 600 ms p95 1.86 s but WER 22.03 %. 0: never.
     stuck_wait_ms: int = 1000
     # a careful check decides every word that has waited ``unsure_wait_ms`` in its window (and
-    # at least ``holdback_ms``), not only the words up to the doubted one. real/ and LJ replayed at 0.11/0.37 s (tiny.en, 2
-    # threads' speed, modelled clock): WER 21.75 -> 21.30 %, final p95 2.03 -> 1.78 s, decodes
-    # 2772 -> 2760 (bench/results/replay-check-decides-waited-*)
+    # at least ``holdback_ms``), not only the words up to the doubted one. real/ and LJ replayed
+    # at 0.11/0.37 s (tiny.en, 2 threads' speed, modelled clock): WER 21.75 -> 21.30 %, final
+    # p95 2.03 -> 1.78 s, decodes 2772 -> 2760 (bench/results/replay-check-decides-waited-*)
     check_decides_waited: bool = True
     # a step due once such a word has waited that long is a careful decode in its place. Tried
     # with the rule above: p95 1.78 -> 1.73 s and 2 % fewer decodes, but WER 21.30 -> 21.51 %

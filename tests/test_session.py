@@ -916,6 +916,14 @@ def test_a_degenerate_step_decode_is_no_opinion_to_agree_with():
     assert any(isinstance(e, Partial) and e.text.startswith("bad") for e in events)
 
 
+def squeezed_loop(r: DecodeResult, n: int) -> DecodeResult:
+    """``r`` running into a loop: its last ``n`` words five times more, squeezed at its end
+    (as the aligner places them), at a compression ratio faster-whisper counts as failed."""
+    t = r.words[-1].end
+    loop = [Word(w.word, t, t, 0.9) for w in r.words[-n:]] * 5
+    return replace(r, words=r.words + tuple(loop), compression_ratio=3.0)
+
+
 @pytest.mark.parametrize("busy", [True, False])
 def test_words_before_loops_every_other_step_wait_no_longer_than_a_doubted_word(busy):
     """en-05 under load: greedy steps whose window ended in a pause looped ("One person was
@@ -935,9 +943,7 @@ def test_words_before_loops_every_other_step_wait_no_longer_than_a_doubted_word(
         greedy.append(req.id)
         if len(greedy) % 2 and 4.0 < req.offset + req.duration < 11.0:
             looped.append(req.id)
-            t = r.words[-1].end  # the sentence again and again, squeezed at its end
-            loop = [Word(w.word, t, t, 0.9) for w in r.words[-3:]] * 5
-            return DecodeResult(r.words + tuple(loop), r.text, 0.01, -0.3, 3.0)
+            return replace(squeezed_loop(r, 3), avg_logprob=-0.3)  # the sentence again and again
         return r
 
     got, asked = [], []
@@ -973,9 +979,7 @@ def test_a_looping_step_asks_no_check_while_the_language_is_unsure():
         if req.careful or req.duration < 1.6:
             return r
         looped.append(req.id)
-        t = r.words[-1].end  # the last words again and again, squeezed at the end
-        loop = [Word(w.word, t, t, 0.9) for w in r.words[-2:]] * 5
-        return replace(r, words=r.words + tuple(loop), compression_ratio=3.0)
+        return squeezed_loop(r, 2)
 
     events = drive(s, unsure_and_looping, audio, finalize=False, busy=True)
     assert looped, "no step looped"
