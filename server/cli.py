@@ -190,7 +190,7 @@ def _serve_parser(sub) -> None:  # type: ignore[no-untyped-def]
                    help="decoder threads per decode worker (0: the cores shared out)")
     s.add_argument("--decode-workers", type=int, default=0,
                    help="batches decoded at once on the one model (0: on CPU one per core, "
-                        "up to 4, the cores divided among them; one on a GPU)")
+                        "up to 4, the cores divided among them; four on a GPU)")
     s.add_argument("--max-batch", type=int, default=8, help="windows decoded together")
     s.add_argument("--step-ms", type=int, default=StreamOptions.step_ms,
                    help="re-decode after this much new speech")

@@ -77,7 +77,7 @@ class EngineOptions:
     compute_type: str = "auto"  # auto: int8 on CPU, float16 on GPU
     cpu_threads: int = 0  # intra-op threads per decode worker; 0: the cores shared out
     # batches decoded at once against the one model (see the module docstring); 0: one per
-    # core on CPU (see decode_threads), one on a GPU. Each CTranslate2 replica fills a working
+    # core on CPU, four on a GPU (see decode_threads). Each CTranslate2 replica fills a working
     # set of its own: one session's RSS went 231 -> 352 MiB in 13 min with two and stayed at
     # 352-354 MiB to minute 30, against 250 -> 264 MiB (flat from minute 7) with one (bench.soak)
     workers: int = 0
@@ -143,6 +143,7 @@ class EngineStats:
 
 
 MAX_CPU_WORKERS = 4  # beyond that, the cores are divided among four decodes (rounded down)
+GPU_WORKERS = 4  # batches decoded at once on one GPU (see decode_threads)
 
 
 def one_blas_thread() -> None:
@@ -165,9 +166,15 @@ def decode_threads(opt: EngineOptions, cores: int, device: str = "cpu") -> tuple
     divided among them, rounded down: 6 cores give 4 decodes of one thread): Whisper's small
     matrices keep one thread busy and a second mostly waiting, so two single-threaded decodes
     side by side beat one two-threaded decode in wall time, CPU time and streams held
-    (bench/results/threads.md, cpu-tiny-capacity-dw2-blas1.md). A GPU decodes one batch at a
-    time."""
-    default = min(cores, MAX_CPU_WORKERS) if device == "cpu" else 1
+    (bench/results/threads.md, cpu-tiny-capacity-dw2-blas1.md).
+
+    On a GPU, ``GPU_WORKERS`` batches at once, each on a CUDA stream of its own (CTranslate2
+    shares the weights between workers on one device). A streaming batch is small (windows
+    of different lengths and prompts are different shapes) and its token-by-token decode waits
+    on kernel launches, not on the GPU: with one batch at a time an H200 held 16 real-time
+    streams of tiny.en (32: final p95 3.2 s, 64: 14.6 s), with four it held 64 at final p95
+    1.78 s (bench/results/gpu-h200-tiny*.md)."""
+    default = min(cores, MAX_CPU_WORKERS) if device == "cpu" else GPU_WORKERS
     workers = opt.workers or default
     return workers, opt.cpu_threads or max(1, cores // workers)
 

@@ -37,8 +37,10 @@ def test_decode_threads_rule():
     assert decode_threads(EngineOptions(), 2) == (2, 1)
     assert decode_threads(EngineOptions(), 6) == (4, 1)
     assert decode_threads(EngineOptions(), 8) == (4, 2)
-    # a GPU decodes one batch at a time
-    assert decode_threads(EngineOptions(), 8, "cuda") == (1, 8)
+    # a GPU decodes four batches at once (on an H200: 16 real-time streams held with one, 64
+    # with four), whatever the cores
+    assert decode_threads(EngineOptions(), 8, "cuda") == (4, 2)
+    assert decode_threads(EngineOptions(), 1, "cuda") == (4, 1)
     # several workers share the cores out
     assert decode_threads(EngineOptions(workers=2), 2) == (2, 1)
     assert decode_threads(EngineOptions(workers=2), 16) == (2, 8)
