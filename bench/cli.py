@@ -67,7 +67,8 @@ def evaluate(rec: harness.RunRecord, refs: list[tuple[list, str]], seconds: list
         })
     n = len(rec.streams)
     audio_s = sum(seconds[i % len(seconds)] for i in range(n))
-    ok = all(
+    refused = sum(res.close_code == 1013 for res in rec.streams)  # all sessions in use
+    ok = not refused and all(
         p["final"]["p95"] is not None and p["final"]["p95"] <= FINAL_P95_LIMIT
         and (p["lag_growth_s"] is None or p["lag_growth_s"] <= LAG_GROWTH_LIMIT)
         for p in per
@@ -75,6 +76,7 @@ def evaluate(rec: harness.RunRecord, refs: list[tuple[list, str]], seconds: list
     return {
         "streams": n,
         "meets_latency_rule": ok,
+        "refused": refused,
         "final": analysis.percentiles(fin_all),
         "partial": analysis.percentiles(par_all),
         "wer_median": float(np.median([p["wer"] for p in per])),
@@ -238,6 +240,8 @@ def markdown(out: dict) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [_row(r) for r in out["runs"]]
+    lines += [f"{r['streams']} streams: {r['refused']} refused (the server's --max-sessions)"
+              for r in out["runs"] if r.get("refused")]
     lines += ["", f"Capacity (every stream final p95 ≤ {FINAL_P95_LIMIT} s, lag not growing): "
               f"**{out['capacity']}** streams."]
     if "silence_noise_words" in out:

@@ -137,3 +137,25 @@ def test_a_mixed_run_scores_each_stream_against_its_own_recording():
     md = cli.markdown(out)
     assert "stream i plays recording i mod 3" in md and "| 5 |" in md
     assert json.loads(json.dumps(out))["runs"][0]["per_stream"][4]["recording"] == 1
+
+
+def test_a_refused_stream_fails_the_latency_rule_and_is_named():
+    """A stream the server refused (all sessions in use: close 1013) heard nothing: the run
+    does not hold, and the table says why (128 streams on a GPU met --max-sessions 64)."""
+    from bench import analysis, cli, harness
+    from whisperwire.client.stream import StreamResult
+    from whisperwire.server import wire
+
+    refs = [([analysis.RefWord("one", 0.4), analysis.RefWord("two", 0.8)], "one two")]
+    ws = (wire.Word(" one", 0.0, 0.4, 0.9), wire.Word(" two", 0.4, 0.8, 0.9))
+    ok = StreamResult(messages=[(1.0, 1.0, wire.Final(0, "one two", 0.0, 0.8, ws))],
+                      sends=[(0.1 * k, 0.1 * k) for k in range(20)], close_code=1000)
+    refused = StreamResult(close_code=1013, close_reason="all 64 sessions are in use")
+    rec = harness.RunRecord([ok, refused], wall_s=3.0, cpu_s=1.0, rss_baseline_mib=100.0,
+                            rss_peak_mib=110.0)
+    r = cli.evaluate(rec, refs, [2.0], offline_wers=[0.0])
+    assert r["refused"] == 1 and not r["meets_latency_rule"]
+    out = {"name": "m", "machine": harness.machine(), "audio_seconds": 2.0, "files": ["a"],
+           "max_batch": 8, "server_args": [], "capacity": 0, "runs": [r],
+           "offline": {"wer": 0.0, "text": "", "cpu_s_per_audio_s": 0.05}}
+    assert "2 streams: 1 refused" in cli.markdown(out)
