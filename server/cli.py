@@ -97,6 +97,7 @@ def _serve(args: argparse.Namespace) -> int:
         stream=StreamOptions(step_ms=args.step_ms, overlap_ms=args.overlap_ms,
                              busy_overlap_ms=args.busy_overlap_ms,
                              slow_hold_ms=args.slow_hold_ms,
+                             slow_careful_context_ms=args.slow_careful_context_ms,
                              holdback_ms=args.holdback_ms,
                              tail_check_ms=args.tail_check_ms,
                              stuck_wait_ms=args.stuck_wait_ms,
@@ -202,6 +203,11 @@ def _serve_parser(sub) -> None:  # type: ignore[no-untyped-def]
     s.add_argument("--slow-hold-ms", type=int, default=StreamOptions.slow_hold_ms,
                    help="... and for this much audio after a stream's own step lagged (more "
                         "than --step-ms of audio arrived while it decoded; 0: never)")
+    s.add_argument("--slow-careful-context-ms", type=int,
+                   default=StreamOptions.slow_careful_context_ms,
+                   help="... and the committed speech careful decodes (utterance ends, checks) "
+                        "keep meanwhile, when no other stream loads the decoder (0: their "
+                        "usual 8-10 s)")
     s.add_argument("--holdback-ms", type=int, default=StreamOptions.holdback_ms,
                    help="words ending this close to the window's end wait for the next decode")
     s.add_argument("--skip-retry-words", type=_count, default=StreamOptions.skip_retry_words,

@@ -76,6 +76,14 @@ class StreamOptions:
     # model is slower than the steps by design and the draft gives the partials.
     slow_hold_ms: int = 2000
     careful_context_ms: int = 10000  # the same for careful decodes (finals without agreement)
+    # ... and while a lone stream's own steps lag (``slow_hold_ms``, the engine not busy): a
+    # slow CPU read its utterance ends with 8-10 s of context at 1.8 s each, one after the
+    # other (en-03 ends an utterance every 4 s), and every word after waited. Replayed on the
+    # AVX2-only EPYC's clock (bench.replay --cost slow --offsets 0.11): real/ final p50 3.04 ->
+    # 1.71 s, p95 5.61 -> 3.16 s, WER 22.96 -> 23.74 % (2.5 s: 2.95 s, 24.10 %; 2 s: 2.77 s,
+    # 24.52 % and Whisper repeating itself in 2 s windows; bench/results/replay-slow-*.md).
+    # Under other streams' load careful decodes keep their context. 0: the same as ever.
+    slow_careful_context_ms: int = 3000
     # A window this long commits all but its last ``stall_keep_ms`` even without agreement: this
     # bounds both the cost of a decode and a session's lag when the decoder falls behind.
     max_window_ms: int = 15000
@@ -553,6 +561,7 @@ class StreamSession:
         committed context (also while this stream's own steps lag, ``slow_hold_ms``)."""
         if self._in_flight is not None:
             return None
+        alone_slow = self.samples_in < self._slow_until and not busy
         busy = busy or self.samples_in < self._slow_until
         while len(self._utts) > 1 and self._utts[0].idle:
             self._utts.popleft()
@@ -575,6 +584,8 @@ class StreamSession:
         # a careful decode reaches further back: more of what was said before is heard again
         # (as forced prefix), which is what Whisper needs to get short or hard speech right
         start = self._context_start(u, self.opt.careful_context_ms) if careful else u.window_start
+        if careful and alone_slow and self.opt.slow_careful_context_ms:
+            start = max(start, self._overlap_start(u, self.opt.slow_careful_context_ms))
         self._busy_step = busy and not careful
         if self._busy_step:
             start = max(start, min(self._overlap_start(u, self.opt.busy_overlap_ms), u.decoded_to))

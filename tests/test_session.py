@@ -216,6 +216,30 @@ def test_a_stream_whose_own_steps_lag_gets_shorter_steps_and_every_word():
     assert sum(len(r.prefix.split()) * word <= short for r in steps) > 0.6 * len(steps)
 
 
+@pytest.mark.parametrize("engine_busy", [False, True])
+def test_a_lone_stream_whose_steps_lag_reads_its_careful_windows_with_less_context(engine_busy):
+    """On the slow CPU a lone stream's utterance ends and checks were read with 8-10 s of
+    context on one thread (1.8 s each on en-03, which ends an utterance every 4 s), and its
+    words waited behind them: while its own steps lag, careful windows keep only
+    ``slow_careful_context_ms`` of committed speech. Not when the engine is saturated (other
+    streams' load): careful decodes keep their context there, as ever."""
+    audio, truth = make_stream(120, pause_every=6)  # 20 utterances of 3 s
+    opt = StreamOptions()
+    word = 0.5
+    dec = ScriptedDecoder(truth)
+    ev = [e for _, _, x in timed(StreamSession(opt, energy_vad()), dec, audio,
+                                  lambda r: 0.1 + 0.08 * r.duration, busy=engine_busy)
+          for e in x]
+    assert " ".join(x.text for x in finals(ev)).split() == [w[0] for w in truth]
+    careful = [r for r in dec.requests if r.careful][4:]  # once there is context to keep
+    short = opt.slow_careful_context_ms / 1000 + word
+    kept_short = sum(len(r.prefix.split()) * word <= short for r in careful)
+    if engine_busy:
+        assert kept_short < 0.2 * len(careful)
+    else:
+        assert kept_short > 0.8 * len(careful)
+
+
 def test_finalize_mid_utterance_flushes_everything_heard():
     audio, truth = make_stream(10, lead_s=0.5)
     cut = int((truth[6][2] + 0.05) * SR)  # stop right after word 6
