@@ -80,10 +80,13 @@ class StreamOptions:
     # slow CPU read its utterance ends with 8-10 s of context at 1.8 s each, one after the
     # other (en-03 ends an utterance every 4 s), and every word after waited. Replayed on the
     # AVX2-only EPYC's clock (bench.replay --cost slow --offsets 0.11): real/ final p50 3.04 ->
-    # 1.71 s, p95 5.61 -> 3.16 s, WER 22.96 -> 23.74 % (2.5 s: 2.95 s, 24.10 %; 2 s: 2.77 s,
-    # 24.52 % and Whisper repeating itself in 2 s windows; bench/results/replay-slow-*.md).
-    # Under other streams' load careful decodes keep their context. 0: the same as ever.
-    slow_careful_context_ms: int = 3000
+    # 1.71 s, p95 5.61 -> 3.16 s, WER 22.96 -> 23.74 % with 3 s (2.5 s: 2.95 s, 24.10 %; 2 s:
+    # 2.77 s, 24.52 % and Whisper repeating itself in 2 s windows; replay-slow-*.md). Over
+    # the WebSocket on that CPU with 3 s: p50 2.41 -> 1.71 s, p95 5.38 -> 3.47 s, but WER
+    # 21.58 -> 24.83 % against 21.76 % offline (en-06 +15, en-08 +6 in both; en-04 chaotic;
+    # accuracy-zen1-slow-careful.md): speed bought with words, so off unless asked for. Under
+    # other streams' load careful decodes keep their context. 0: the same as ever.
+    slow_careful_context_ms: int = 0
     # A window this long commits all but its last ``stall_keep_ms`` even without agreement: this
     # bounds both the cost of a decode and a session's lag when the decoder falls behind.
     max_window_ms: int = 15000

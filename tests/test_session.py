@@ -224,7 +224,7 @@ def test_a_lone_stream_whose_steps_lag_reads_its_careful_windows_with_less_conte
     ``slow_careful_context_ms`` of committed speech. Not when the engine is saturated (other
     streams' load): careful decodes keep their context there, as ever."""
     audio, truth = make_stream(120, pause_every=6)  # 20 utterances of 3 s
-    opt = StreamOptions()
+    opt = StreamOptions(slow_careful_context_ms=3000)  # off by default: it costs words
     word = 0.5
     dec = ScriptedDecoder(truth)
     ev = [e for _, _, x in timed(StreamSession(opt, energy_vad()), dec, audio,
