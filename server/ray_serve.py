@@ -55,8 +55,8 @@ def replica_cpus() -> int:
 def config_from_env() -> ServerConfig:
     """The replica's settings: ``WHISPERWIRE_MODEL`` (embedded tiny.en), ``_DEVICE`` (auto),
     ``_COMPUTE_TYPE`` (auto), ``_CPU_THREADS`` and ``_DECODE_WORKERS`` (0: the engine's rule
-    for the replica's ``num_cpus``, one single-threaded decode per CPU), ``_MAX_SESSIONS``
-    (per replica), ``_TOKEN_FILE`` (as ``serve --token-file``), ``_RETENTION_MINUTES``."""
+    for the replica's ``num_cpus``, one single-threaded decode per CPU; four on a GPU),
+    ``_MAX_SESSIONS`` (per replica), ``_TOKEN_FILE`` (as ``serve --token-file``), ``_RETENTION_MINUTES``."""
     token_file = _env("TOKEN_FILE", "")
     return ServerConfig(
         engine=EngineOptions(model=_env("MODEL", "embedded"), device=_env("DEVICE", "auto"),
