@@ -564,8 +564,9 @@ class StreamSession:
         committed context (also while this stream's own steps lag, ``slow_hold_ms``)."""
         if self._in_flight is not None:
             return None
-        alone_slow = self.samples_in < self._slow_until and not busy
-        busy = busy or self.samples_in < self._slow_until
+        lagging = self.samples_in < self._slow_until
+        alone_slow = lagging and not busy
+        busy = busy or lagging
         while len(self._utts) > 1 and self._utts[0].idle:
             self._utts.popleft()
         if not self._utts or self._utts[0].idle:
