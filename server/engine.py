@@ -637,10 +637,17 @@ class Engine:
         plan: _Plan,
     ) -> tuple[list[int], float]:
         """Whisper's temperature fallback for one item (``enc``: its encoder output) whose
-        greedy decode looped or was unsure; the least repetitive, most likely candidate wins.
-        Not reproducible: CTranslate2 samples from a generator per decode thread, seeded at
-        random once (``set_random_seed`` reaches only threads that have not sampled yet), so
-        these words depend on the run and on the thread's earlier draws."""
+        beam decode looped or was unsure; the most likely candidate that does not loop wins.
+        Sampled words are not reproducible: CTranslate2 samples from a generator per decode
+        thread, seeded at random once (``set_random_seed`` reaches only threads that have not
+        sampled yet), so they depend on the run and on the thread's earlier draws.
+
+        Where every candidate loops, the beam decode stays: the session's loop guard keeps a
+        loop's first turn, and the beam's is the model's best reading, while a sampled loop
+        scores higher only for repeating itself more surely. jfk's first 2.5 s ("And so my
+        fellow Americans" and a pause) loops at every temperature; picking the likeliest loop
+        gave "And so am I fellow Americans" in two runs of four, and jfk replayed at +0.2 s
+        scored 0.0, 9.1, 18.2, 22.7 or 31.8 % WER by the draws (one of them failed CI)."""
         from faster_whisper.transcribe import get_compression_ratio
 
         cands = [(tokens, avg_lp)]
@@ -650,7 +657,7 @@ class Engine:
             if not self._needs_fallback(tok, toks, lp, nsp):
                 return toks, lp
         ok = [c for c in cands if get_compression_ratio(tok.decode(c[0])) <= self.opt.compression_ratio_threshold]
-        return max(ok or cands, key=lambda c: c[1])
+        return max(ok, key=lambda c: c[1]) if ok else cands[0]
 
     def _words(
         self,

@@ -197,3 +197,20 @@ def test_a_batch_never_changes_one_window_s_result(live_server):
         alone = engine.decode_batch([r])[0]
         for mix in ([r, *others], [*others, r], [others[0], r, others[2]]):
             same(engine.decode_batch(mix)[mix.index(r)], alone)
+
+
+@pytest.mark.timeout(120)
+def test_a_window_that_loops_at_every_temperature_keeps_the_beam_s_words(live_server):
+    """jfk's first words and a pause loop ("And so my fellow Americans. And so my ...") in the
+    beam decode and in every sampled retry. The session's loop guard keeps a loop's first
+    turn, so which loop the engine returns decides the words: the likeliest sampled loop was
+    "And so am I fellow Americans" in two runs of four (jfk replayed at +0.2 s then scored
+    up to 31.8 % WER, and failed CI). The beam's reading, every time."""
+    engine = live_server.app.state.engine
+    audio = np.concatenate([np.zeros(2240, np.float32), load16k("jfk.wav")[:37600]])
+    fallbacks = engine.stats.fallbacks
+    texts = {engine.decode_batch([DecodeRequest(i, audio, 0.0, careful=True, final=True)])[0].text
+             for i in range(4)}
+    assert engine.stats.fallbacks == fallbacks + 4  # it did loop, and was retried each time
+    assert len(texts) == 1, texts
+    assert normalize(texts.pop())[:5] == ["and", "so", "my", "fellow", "americans"]

@@ -71,9 +71,10 @@ def test_replay_sweep_scores_each_offset(tmp_path):
     runs = o["files"]["jfk"]["runs"]
     assert [r["offset"] for r in runs] == [0.0, 0.2]
     assert all(r["tail"] and r["repeats"] == 0 for r in runs)
-    # One decode of jfk at +0.2 s falls back to sampling, whose draws CTranslate2 seeds at
-    # random: over eight seeds that run scored 0.0, 9.1 or 22.7 % (it failed CI at < 0.2)
-    assert runs[0]["wer"] < 0.2 and runs[1]["wer"] < 0.3
+    # One window of jfk at +0.2 s loops at every temperature; the likeliest sampled loop won
+    # and the run scored 0.0 to 31.8 % by CTranslate2's random draws (CI failed at < 0.2 and
+    # at < 0.3). The beam's loop stays now: 9.1 % in every run here
+    assert runs[0]["wer"] < 0.2 and runs[1]["wer"] < 0.2
     assert all(0 < r["final_p50"] <= r["final_p95"] < 10 for r in runs)
     assert o["real_weighted_wer"] is None  # no real/ file in this sweep
     assert "| jfk |" in replay.markdown("t", o) and "| 2/2 |" in replay.markdown("t", o)
