@@ -113,6 +113,25 @@ def metrics_snapshot(srv: harness.ServerProcess) -> dict[str, float]:
     return out
 
 
+def server_facts(srv: harness.ServerProcess) -> dict:
+    """Where the server decodes (``/readyz``): a GPU run's table must not say int8 on CPU."""
+    import httpx
+
+    try:
+        r = httpx.get(srv.url.replace("ws://", "http://") + "/readyz", timeout=5).json()
+    except (httpx.HTTPError, ValueError):
+        return {}
+    return {k: r[k] for k in ("device", "compute_type", "decode_workers") if k in r}
+
+
+def _model_line(out: dict) -> str:
+    facts = next((r["server"] for r in out["runs"] if r.get("server")), None)
+    if not facts:
+        return "Model: embedded tiny.en."
+    return (f"Model: embedded tiny.en {facts['compute_type']} on {facts['device']}, "
+            f"{facts['decode_workers']} decode worker(s).")
+
+
 def run(args: argparse.Namespace) -> dict:
     mix = getattr(args, "mix", False)
     corpora = corpus.mixed(args.seconds) if mix else [corpus.load(args.seconds)]
@@ -145,6 +164,7 @@ def run(args: argparse.Namespace) -> dict:
             rec = harness.stream_many(srv, [c.audio for c in corpora], n, speed=args.speed)
             r = evaluate(rec, refs, seconds, offline_wers)
             r["server_metrics"] = metrics_snapshot(srv)
+            r["server"] = server_facts(srv)
             if args.noise and n == args.streams[0]:
                 out["silence_noise_words"] = silence_noise(srv)
         if r["server_cpu_s_per_audio_s"] is not None:
@@ -226,7 +246,7 @@ def markdown(out: dict) -> str:
         f"# {out['name']}",
         "",
         f"Machine: {m['cpus']} CPUs ({harness.cpu_name(m)}), {m['mem_gib']} GiB, Python {m['python']}, "
-        f"CTranslate2 {m['ctranslate2']}. Model: embedded tiny.en int8. max_batch={out['max_batch']}"
+        f"CTranslate2 {m['ctranslate2']}. {_model_line(out)} max_batch={out['max_batch']}"
         f"{', server args: ' + ' '.join(out['server_args']) if out.get('server_args') else ''}.",
         _audio_line(out),
         f"Offline (same model, greedy): WER {out['offline']['wer'] * 100:.1f} %, "

@@ -32,6 +32,13 @@ def test_bench_smoke(tmp_path):
     assert 50 < r["rss_peak_mib"] < 4000
     assert r["server_metrics"]["whisperwire_decode_batch_size_count"] >= 1
     assert saved["silence_noise_words"] == 0
+    # the table names where the server decoded (a GPU run once read "int8" on its header)
+    from whisperwire.server import devices
+
+    facts, want = r["server"], devices.choose("auto", "auto", devices.gather_facts())
+    assert (facts["device"], facts["compute_type"]) == (want.device, want.compute_type)
+    assert facts["decode_workers"] >= 1
+    assert f"tiny.en {facts['compute_type']} on {facts['device']}," in md
 
 
 def test_soak_short(tmp_path):
