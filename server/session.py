@@ -22,6 +22,7 @@ import enum
 import itertools
 from collections import deque
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -266,6 +267,33 @@ def _reads_on(tail: list[str], keys: list[str], slips: int = 1) -> bool:
                              for a, b in ((1, 0), (0, 1), (1, 1)))
 
 
+def _heard_again(req: DecodeRequest, out: list[Word], keys: list[str], prefix: list[str],
+                 committed: list[Word], committed_end: float) -> int:
+    """How many of the first words (in stream time, ``keys`` their units) are final already.
+
+    Words placed in audio that is already final were heard again (Whisper re-reading the end
+    of its prefix): committed text never comes twice. They go before the loop guard looks:
+    "just incredibly" + "incredibly, incredibly valuable" is a speaker saying a word twice,
+    not a word said three times. A word the aligner merely squeezed against the final audio's
+    end ("blank. I" final, then "mean" placed 0.05 s before its end) is new unless it reads
+    the end of the final text again (see _rereads)."""
+    first = 0
+    # (the committed words, not only the prefix: a retry without the prefix reads them all)
+    tail = ([unit_key(w.word) for w in _before(committed, req.offset)] + prefix)[-REREAD_UNITS:]
+    while first < len(out) and _centre(out[first]) < committed_end and (
+            out[first].end < committed_end - REREAD_SLACK_S or _rereads(tail, keys[first:])):
+        first += 1
+    # A retry without the prefix reads the final words again, and the aligner may stretch the
+    # last of them from the final audio's end into the pause after it (en-07: "... on a plane"
+    # final, then "... on the plane." with "plane." at 16.99-17.87): that is the last final
+    # word again, not a new one
+    if (not req.prefix and first < len(out) and committed
+            and keys[first] == unit_key(committed[-1].word)
+            and out[first].start <= committed_end + REREAD_STRETCH_S):
+        first += 1
+    return first
+
+
 def _drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str]
                         ) -> tuple[list[Word], list[str]]:
     """Words that only say the unit or two units before them again, and that Whisper itself
@@ -338,6 +366,16 @@ class _Verdict(enum.Enum):
     WHOLE = "whole"  # nothing cut
     TRIMMED = "trimmed"  # a loop, echo or re-read phrase cut away; the words before it kept
     REJECTED = "rejected"  # nothing to trust: ask again differently
+
+
+class _InFlight(NamedTuple):
+    """The decode out: what was asked, for which utterance, why, and how."""
+
+    req: DecodeRequest
+    run: _Run
+    kind: _Kind
+    asked_at: int  # samples_in when it was asked (a step answered later than a step lags)
+    busy_step: bool  # a step asked while busy: short context, so its loops ask a check
 
 
 @dataclass(frozen=True)
@@ -462,7 +500,7 @@ class StreamSession:
         self._utts: deque[_Run] = deque()
         self._events: list[Message] = []
         self._ids = itertools.count(1)
-        self._in_flight: tuple[DecodeRequest, _Run, _Kind] | None = None
+        self._in_flight: _InFlight | None = None
         self._partial = ""
         self._committed_text = ""
         self.detected_language: str | None = None
@@ -470,9 +508,7 @@ class StreamSession:
         self._detect_pending = language in (None, "auto")
         # utterances that ended by here wait for nothing more (``finish``, ``finalize``)
         self._settled = 0
-        self._asked_at = 0  # samples_in when the request in flight was made
         self._slow_until = 0  # steps are busy until samples_in reaches this (slow_hold_ms)
-        self._busy_step = False  # the decode out is a step asked while busy
 
     # -- input ---------------------------------------------------------------------------
     def feed_audio(self, samples: np.ndarray) -> None:
@@ -585,19 +621,9 @@ class StreamSession:
             self._drop_early(u)  # other work came first; asked again after it if still due
         draft = kind == _Kind.STEP and self.opt.draft_partials and end > u.decoded_to
         careful = kind != _Kind.STEP
-        # a careful decode reaches further back: more of what was said before is heard again
-        # (as forced prefix), which is what Whisper needs to get short or hard speech right
-        start = self._context_start(u, self.opt.careful_context_ms) if careful else u.window_start
-        if careful and alone_slow and self.opt.slow_careful_context_ms:
-            start = max(start, self._overlap_start(u, self.opt.slow_careful_context_ms))
-        self._busy_step = busy and not careful
-        if self._busy_step:
-            start = max(start, min(self._overlap_start(u, self.opt.busy_overlap_ms), u.decoded_to))
+        busy_step = busy and not careful
         attempt = _ATTEMPTS[u.retries]
-        if careful and not attempt.final_audio:
-            at = int(u.buffer.committed_end * MODEL_RATE)
-            if end - at >= self.opt.samples(self.opt.min_window_ms):  # never a sliver
-                start = max(start, at)
+        start = self._window_from(u, end, careful, busy_step, alone_slow, attempt)
         prefix = _from(u.buffer.committed, start / MODEL_RATE)
         # read on past the words an end decode stopped at: they are forced, not committed (the
         # prompt is the committed text before the window, as ever)
@@ -619,9 +645,25 @@ class StreamSession:
         u.decoded_to = end
         if not draft:
             u.main_to = end
-        self._in_flight = (req, u, kind)
-        self._asked_at = self.samples_in
+        self._in_flight = _InFlight(req, u, kind, self.samples_in, busy_step)
         return req
+
+    def _window_from(self, u: _Run, end: int, careful: bool, busy_step: bool, alone_slow: bool,
+                     attempt: _Attempt) -> int:
+        """Where the window of the next decode of ``u`` starts (it ends at ``end``)."""
+        o = self.opt
+        # a careful decode reaches further back: more of what was said before is heard again
+        # (as forced prefix), which is what Whisper needs to get short or hard speech right
+        start = self._context_start(u, o.careful_context_ms) if careful else u.window_start
+        if careful and alone_slow and o.slow_careful_context_ms:
+            start = max(start, self._overlap_start(u, o.slow_careful_context_ms))
+        if busy_step:
+            start = max(start, min(self._overlap_start(u, o.busy_overlap_ms), u.decoded_to))
+        if careful and not attempt.final_audio:
+            at = int(u.buffer.committed_end * MODEL_RATE)
+            if end - at >= o.samples(o.min_window_ms):  # never a sliver
+                start = max(start, at)
+        return start
 
     def _due(self, u: _Run, busy: bool = False) -> tuple[int, _Kind] | None:
         """Where the next window of ``u`` ends and what its decode is for, if one is due."""
@@ -700,8 +742,8 @@ class StreamSession:
 
     def failed(self, request_id: int) -> None:
         """The engine could not decode this request; its audio stays and is asked for again."""
-        if self._in_flight is not None and self._in_flight[0].id == request_id:
-            _, u, _ = self._in_flight
+        if self._in_flight is not None and self._in_flight.req.id == request_id:
+            u = self._in_flight.run
             u.decoded_to, u.early = u.window_start, None
             self._in_flight = None
 
@@ -714,11 +756,11 @@ class StreamSession:
 
     def decoded(self, request_id: int, result: DecodeResult) -> None:
         """Hand back the result of the request with this id; events become available."""
-        if self._in_flight is None or self._in_flight[0].id != request_id:
+        if self._in_flight is None or self._in_flight.req.id != request_id:
             raise ValueError(f"no decode request {request_id} is outstanding")
-        req, u, kind = self._in_flight
+        req, u, kind, asked_at, busy_step = self._in_flight
         self._in_flight = None
-        lagged = self.samples_in - self._asked_at > self.opt.samples(self.opt.step_ms)
+        lagged = self.samples_in - asked_at > self.opt.samples(self.opt.step_ms)
         if kind == _Kind.STEP and lagged and not self.opt.draft_partials:
             self._slow_until = self.samples_in + self.opt.samples(self.opt.slow_hold_ms)
         result = self._in_script(req, result, u)
@@ -732,7 +774,7 @@ class StreamSession:
                 u.early.req, u.early.result, u.early.unsure = req, result, unsure
                 self._settle_early(u)
             return
-        self._take(req, u, kind, result, win_end, unsure)
+        self._take(req, u, kind, result, win_end, unsure, busy_step)
 
     def _settle_early(self, u: _Run) -> None:
         """An early end decode's words, once it is back: the utterance's end decode if the
@@ -757,7 +799,7 @@ class StreamSession:
         u.early = None
 
     def _take(self, req: DecodeRequest, u: _Run, kind: _Kind, result: DecodeResult,
-              win_end: float, unsure: bool) -> None:
+              win_end: float, unsure: bool, busy_step: bool = False) -> None:
         """A decode's words, judged by the guards: committed by what the decode was for, or
         asked again differently."""
         tail = u.tail if kind == _Kind.END else None
@@ -772,7 +814,7 @@ class StreamSession:
             while i < len(words) and _centre(words[i]) < tail[-1].end:
                 i += 1
             new = words[i:] if verdict != _Verdict.REJECTED else []
-            self._commit(u, kind, result, tail + new, req.duration, win_end, unsure)
+            self._commit(u, kind, result, tail + new, req.duration, win_end, unsure, busy_step)
             return
         words, verdict = self._accepted_words(req, result, win_end, u.buffer.committed_end,
                                               u.buffer.committed)
@@ -800,7 +842,7 @@ class StreamSession:
             u.tail, u.tail_for = words, int(round(win_end * MODEL_RATE))
             u.decoded_to = u.window_start
             return
-        self._commit(u, kind, result, words, req.duration, win_end, unsure)
+        self._commit(u, kind, result, words, req.duration, win_end, unsure, busy_step)
 
     def _skips(self, u: _Run, req: DecodeRequest, words: list[Word]) -> bool:
         """A decode forced past a prefix starts its words after ``skip_retry_words`` or more
@@ -848,7 +890,7 @@ class StreamSession:
         return spoken_to - heard[-1].end >= self.opt.tail_check_ms / 1000
 
     def _commit(self, u: _Run, kind: _Kind, result: DecodeResult, words: list[Word],
-                duration: float, win_end: float, unsure: bool) -> None:
+                duration: float, win_end: float, unsure: bool, busy_step: bool) -> None:
         """What a decode's accepted words make final, by what the decode was for."""
         keep_from = win_end - self.opt.stall_keep_ms / 1000
         u.buffer.insert(words)
@@ -880,7 +922,7 @@ class StreamSession:
             # such decodes in a row often loop the same way ("biscuit does he know that he's
             # good does he know that he's good ...", twice, after the final "does he know that")
             u.buffer.forget()
-            if self.opt.loop_asks_check and self._busy_step and not unsure:
+            if self.opt.loop_asks_check and busy_step and not unsure:
                 self._check_after_loop(u, win_end)
             self._slide_window(u)
         else:
@@ -1045,28 +1087,7 @@ class StreamSession:
         # squeezed into the window's last instant, past the final audio)
         skip = max(repeated_head(prefix, keys), restarted_head(prefix, keys))
         out, keys = out[skip:], keys[skip:]
-        # Words placed in audio that is already final were heard again (Whisper re-reading the
-        # end of its prefix): committed text never comes twice. They go before the loop guard
-        # looks: "just incredibly" + "incredibly, incredibly valuable" is a speaker saying a
-        # word twice, not a word said three times. A word the aligner merely squeezed against
-        # the final audio's end ("blank. I" final, then "mean" placed 0.05 s before its end)
-        # is new unless it reads the end of the final text again (see _rereads).
-        first = 0
-        # (the committed words, not only the prefix: a retry without the prefix reads them all)
-        tail = ([unit_key(w.word) for w in _before(committed or [], req.offset)]
-                + prefix)[-REREAD_UNITS:]
-        while first < len(out) and _centre(out[first]) < committed_end and (
-                out[first].end < committed_end - REREAD_SLACK_S
-                or _rereads(tail, keys[first:])):
-            first += 1
-        # A retry without the prefix reads the final words again, and the aligner may stretch
-        # the last of them from the final audio's end into the pause after it (en-07: "... on
-        # a plane" final, then "... on the plane." with "plane." at 16.99-17.87): that is
-        # the last final word again, not a new one
-        if (not req.prefix and first < len(out) and committed
-                and keys[first] == unit_key(committed[-1].word)
-                and out[first].start <= committed_end + REREAD_STRETCH_S):
-            first += 1
+        first = _heard_again(req, out, keys, prefix, committed or [], committed_end)
         out, keys = out[first:], keys[first:]
         new = len(out)
         out, keys = _drop_unsure_echoes(prefix, out, keys)
