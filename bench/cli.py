@@ -104,9 +104,8 @@ def metrics_snapshot(srv: harness.ServerProcess) -> dict[str, float]:
 
     if srv.pid <= 0:
         return {}
-    http = srv.url.replace("ws://", "http://")
     out = {}
-    for line in httpx.get(http + "/metrics").text.splitlines():
+    for line in httpx.get(srv.http + "/metrics").text.splitlines():
         if line.startswith("whisperwire_") and " " in line and "_bucket" not in line:
             k, v = line.rsplit(" ", 1)
             out[k] = float(v)
@@ -118,7 +117,7 @@ def server_facts(srv: harness.ServerProcess) -> dict:
     import httpx
 
     try:
-        r = httpx.get(srv.url.replace("ws://", "http://") + "/readyz", timeout=5).json()
+        r = httpx.get(srv.http + "/readyz", timeout=5).json()
     except (httpx.HTTPError, ValueError):
         return {}
     return {k: r[k] for k in ("device", "compute_type", "decode_workers") if k in r}

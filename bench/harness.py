@@ -105,6 +105,12 @@ class ServerProcess:
     pid: int
     proc: subprocess.Popen | None = None
 
+    @property
+    def http(self) -> str:
+        """The same server's HTTP base (``/metrics``, ``/readyz``, transcripts)."""
+        scheme, rest = self.url.split("://", 1)
+        return {"ws": "http", "wss": "https"}.get(scheme, scheme) + "://" + rest
+
 
 def wait_ready(port: int, timeout: float, died=lambda: False,  # type: ignore[no-untyped-def]
                why=lambda: "the server never became ready") -> None:

@@ -65,8 +65,8 @@ def zh(speed: float) -> list[dict]:
             res = _stream(srv.url, joined, speed, language=lang, session=f"joined-{lang}")
             import httpx
 
-            srt = httpx.get(srv.url.replace("ws://", "http://")
-                            + f"/v1/sessions/joined-{lang}/transcript.srt", timeout=30).text
+            srt = httpx.get(f"{srv.http}/v1/sessions/joined-{lang}/transcript.srt",
+                            timeout=30).text
             import re
 
             rows.append({"what": f"stream language={lang}",

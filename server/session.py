@@ -785,13 +785,14 @@ class StreamSession:
         end = u.pause_ends.pop(e.at, None)
         if end is not None:
             u.early = None
-            self._take(e.req, u, _Kind.END, e.result, end / MODEL_RATE, e.unsure)
+            self._take(e.req, u, _Kind.END, e.result, end / MODEL_RATE, e.unsure,
+                       busy_step=False)  # an early decode is careful, never a busy step
         elif u.pause != e.at:
             # speech came: a careful reading of the window up to the pause is a hypothesis
             # like a step's (the step it kept from running)
             u.early = None  # (no careful decode's retries for a step)
             self._take(replace(e.req, careful=False), u, _Kind.STEP, e.result,
-                       e.at / MODEL_RATE, e.unsure)
+                       e.at / MODEL_RATE, e.unsure, busy_step=False)
 
     def _drop_early(self, u: _Run) -> None:
         if u.early is not None and u.decoded_to == u.early.at:
@@ -799,7 +800,7 @@ class StreamSession:
         u.early = None
 
     def _take(self, req: DecodeRequest, u: _Run, kind: _Kind, result: DecodeResult,
-              win_end: float, unsure: bool, busy_step: bool = False) -> None:
+              win_end: float, unsure: bool, busy_step: bool) -> None:
         """A decode's words, judged by the guards: committed by what the decode was for, or
         asked again differently."""
         tail = u.tail if kind == _Kind.END else None
