@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlencode
 
 import numpy as np
@@ -96,7 +97,6 @@ async def stream_chunks(
     res = StreamResult()
     full = f"{url.rstrip('/')}/v1/listen?{urlencode(params.to_query())}"
     sent = 0
-    t0 = time.monotonic()
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     # No keepalive timeout: a speaker faster than the decoder is held back by TCP, and a ping
     # then waits behind its own audio; the audio flowing is the sign of life.
@@ -115,21 +115,14 @@ async def stream_chunks(
             except websockets.ConnectionClosed:
                 pass
 
+        def on_sent(n: int) -> None:
+            nonlocal sent
+            sent += n
+            res.sends.append((time.monotonic() - t0, sent / bps / params.sample_rate))
+
         rtask = asyncio.create_task(reader())
         t0 = time.monotonic()
-        try:
-            async for piece in chunks:
-                await ws.send(piece)
-                sent += len(piece)
-                res.sends.append((time.monotonic() - t0, sent / bps / params.sample_rate))
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            pass  # stop sending; still close properly below
-        except websockets.ConnectionClosed:
-            pass  # the server ended it (a refusal, or it stopped): the reader has its last words
-        finally:
-            aclose = getattr(chunks, "aclose", None)
-            if aclose is not None:
-                await aclose()  # release the source now (a microphone stops capturing)
+        await _send_all(ws, chunks, on_sent)
         if end == "drop":
             ws.transport.abort()  # hang up at the transport level, like a crashed client
             rtask.cancel()
@@ -143,6 +136,26 @@ async def stream_chunks(
         await asyncio.wait_for(rtask, close_timeout)
     res.close_code, res.close_reason = ws.close_code, ws.close_reason or ""
     return res
+
+
+async def _send_all(ws: Any, chunks: AsyncIterator[bytes], on_sent: Callable[[int], None]
+                    ) -> None:
+    """Send until the source ends, is cancelled (Ctrl-C) or the server hangs up (a refusal:
+    the reader has its last words), then release the source (a microphone stops capturing)."""
+    import websockets
+
+    try:
+        async for piece in chunks:
+            await ws.send(piece)
+            on_sent(len(piece))
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        pass  # stop sending; the caller still closes properly
+    except websockets.ConnectionClosed:
+        pass
+    finally:
+        aclose = getattr(chunks, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 async def stream_pcm(url: str, pcm: bytes, params: wire.ListenParams, *, speed: float = 1.0,

