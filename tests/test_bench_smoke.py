@@ -167,3 +167,22 @@ def test_a_refused_stream_fails_the_latency_rule_and_is_named():
            "max_batch": 8, "server_args": [], "capacity": 0, "runs": [r],
            "offline": {"wer": 0.0, "text": "", "cpu_s_per_audio_s": 0.05}}
     assert "2 streams: 1 refused" in cli.markdown(out)
+
+
+@pytest.mark.timeout(120)
+def test_compute_types_bench_times_every_type_this_cpu_offers(tmp_path):
+    """The rule, not this CPU's list: every compute type CTranslate2 offers on CPU here is
+    loaded, timed and compared with int8's text (int8 itself agrees with itself)."""
+    import ctranslate2
+
+    from bench import compute_types
+
+    assert compute_types.main(["--windows", "1", "--name", "ct", "--out", str(tmp_path)]) == 0
+    res = json.loads((tmp_path / "ct.json").read_text())
+    offered = set(ctranslate2.get_supported_compute_types("cpu"))
+    assert {r["compute_type"] for r in res["rows"]} == offered | {"int8"}
+    for r in res["rows"]:
+        assert r["cpu_ms"] > 0 and r["wall_ms"] > 0
+        if r["compute_type"] == "int8":
+            assert r["same_text_as_int8"] == 1
+    assert "| int8 | 2 |" in (tmp_path / "ct.md").read_text()
