@@ -849,25 +849,23 @@ class StreamSession:
         """A decode forced past a prefix starts its words after ``skip_retry_words`` or more
         words that the window's previous hypothesis (not final yet) heard after the committed
         point, and says none of them: Whisper jumped over them. (Words it says again, placed
-        elsewhere by the aligner, are no jump.)"""
+        elsewhere by the aligner, are no jump.) Judged by time, and by text: the aligner may
+        stretch the first word after a jump back over what was left out (en-02: held "C. And I
+        got to go work on military ships", read "work on military ships" with "work" from
+        74.26 s, right after the final "Navi")."""
         heard = [w for w in words if _spoken(w)]
         if self.opt.skip_retry_words <= 0 or not req.prefix or not heard:
             return False  # (hearing nothing at all is for the mute rule)
         since, said = u.buffer.committed_end, {unit_key(w.word) for w in heard}
         passed = [w for w in u.buffer.pending if _spoken(w) and w.start >= since - 0.05
                   and _centre(w) < heard[0].start and unit_key(w.word) not in said]
-        return len(passed) >= self.opt.skip_retry_words
+        return len(passed) >= self.opt.skip_retry_words or self._jumped_over(u, words) > 0
 
-    def _with_jumped_over(self, u: _Run, words: list[Word]) -> list[Word]:
-        """``words``, after the held words (the window's previous hypothesis past the committed
-        point) before the first two of them (or else its first), if those are
-        ``skip_retry_words`` or more and a careful decode heard them. Asked from the last final
-        on without prompt or prefix, Whisper may still start further on and stretch its first
-        word over what it left out (en-02 flat out: "And" at 11.88-13.56 s, where the full
-        window before it heard "Like how did I know? Yeah. And mine was blank."): that
-        hypothesis is the one reading of those words there is, and words are never dropped."""
-        if u.held_by in (None, _Kind.STEP):
-            return words  # a greedy step's words are no reading to trust: it may invent them
+    def _jumped_over(self, u: _Run, words: list[Word]) -> int:
+        """How many held units (the window's previous hypothesis past the committed point)
+        come before the place where ``words`` start saying them again (their first two, or
+        else their first), if those are ``skip_retry_words`` or more spoken words and
+        ``words`` never say two of them in a row; else 0."""
         said = [unit_key(w.word) for w in split_units(words) if _spoken(w)]
         held = [w for w in u.buffer.pending if w.start >= u.buffer.committed_end - 0.05]
         keys = [unit_key(w.word) for w in held]
@@ -876,7 +874,22 @@ class StreamSession:
         pairs = set(zip(said, said[1:]))
         if sum(_spoken(w) for w in held[:i]) < self.opt.skip_retry_words or any(
                 p in pairs for p in zip(keys[:i], keys[1:i])):
-            return words  # (nor when it says two of them in a row itself: it did not jump)
+            return 0
+        return i
+
+    def _with_jumped_over(self, u: _Run, words: list[Word]) -> list[Word]:
+        """``words``, after the held words they jumped over (:meth:`_jumped_over`), if a
+        careful decode heard them. Asked from the last final on without prompt or prefix,
+        Whisper may still start further on and stretch its first word over what it left out
+        (en-02 flat out: "And" at 11.88-13.56 s, where the full window before it heard "Like
+        how did I know? Yeah. And mine was blank."): that hypothesis is the one reading of
+        those words there is, and words are never dropped."""
+        if u.held_by in (None, _Kind.STEP):
+            return words  # a greedy step's words are no reading to trust: it may invent them
+        i = self._jumped_over(u, words)
+        if not i:
+            return words
+        held = [w for w in u.buffer.pending if w.start >= u.buffer.committed_end - 0.05]
         t = held[i - 1].end  # the decode's words start after them
         return held[:i] + [replace(w, start=max(w.start, t), end=max(w.end, t)) for w in words]
 

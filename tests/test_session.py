@@ -1444,6 +1444,29 @@ def test_a_careful_decode_that_jumps_over_words_the_last_one_heard_is_asked_agai
     assert len(" ".join(x.text for x in got).split()) < len(truth)  # the defect, with it off
 
 
+class StretchesOverTheJumpDecoder(SkipsAfterPrefixDecoder):
+    """As :class:`SkipsAfterPrefixDecoder`, and the aligner stretches the first word after the
+    jump back over the words left out (tiny.en on en-02 in real time: held "C. And I got to go
+    work on military ships", a check read "work on military ships" with "work" from 74.26 s,
+    right after the final "Navi" at 74.24 s): by time nothing was jumped over."""
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        good = ScriptedDecoder.__call__(self, req)
+        if not (req.careful and req.prefix) or len(good.words) <= self.SKIP:
+            return good
+        first, *rest = good.words[self.SKIP:]
+        words = (replace(first, start=good.words[0].start), *rest)
+        return DecodeResult(words, "".join(w.word for w in words), 0.01, -0.2, 1.2)
+
+
+def test_a_jump_the_aligner_hides_is_found_by_the_words_and_asked_again():
+    audio, truth = make_stream(80)
+    dec = StretchesOverTheJumpDecoder(truth)
+    f = finals(drive_flat(StreamSession(StreamOptions(), energy_vad()), dec, audio))
+    assert " ".join(x.text for x in f).split() == [w[0] for w in truth]
+    assert any(r.careful and not r.prefix and r.offset > 10 for r in dec.requests)
+
+
 class JumpsEvenFromTheLastFinalDecoder(SkipsAfterPrefixDecoder):
     """As :class:`SkipsAfterPrefixDecoder`, and asked without a prefix from the last final on,
     past the first window, it still leaves out the first words and stretches its first word
