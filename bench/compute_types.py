@@ -16,7 +16,7 @@ import time
 
 from .accuracy import items
 from .harness import machine, table_main
-from .threads import SECONDS, _per_decode
+from .threads import SECONDS, per_decode
 
 
 def _texts(e, audio, sec: int, windows: int) -> list[str]:  # type: ignore[no-untyped-def]
@@ -42,7 +42,7 @@ def measure(windows: int) -> dict[str, object]:
         e.load()
         load_s = time.perf_counter() - t
         for sec in SECONDS:
-            cpu, wall = _per_decode(e, audio, sec, windows)
+            cpu, wall = per_decode(e, audio, sec, windows)
             texts = _texts(e, audio, sec, windows)
             reference.setdefault(sec, texts)
             same = sum(a == b for a, b in zip(texts, reference[sec]))

@@ -21,7 +21,7 @@ from .harness import machine, table_main
 SECONDS = (2, 8)
 
 
-def _per_decode(e, audio, sec: int, windows: int) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+def per_decode(e, audio, sec: int, windows: int) -> tuple[float, float]:  # type: ignore[no-untyped-def]
     """Median process CPU and wall ms of one greedy decode of ``sec`` seconds, over
     ``windows`` windows after a warm-up."""
     from whisperwire.server.decoding import DecodeRequest
@@ -50,7 +50,7 @@ def measure(windows: int) -> dict[str, object]:
         e.load()  # leaves numpy's BLAS one thread
         for blas, sec in [(b, s) for b in (usable_cores(), 1) for s in SECONDS]:
             with threadpool_limits(blas, user_api="blas"):
-                cpu, wall = _per_decode(e, audio, sec, windows)
+                cpu, wall = per_decode(e, audio, sec, windows)
             rows.append({"intra_threads": intra, "blas_threads": blas, "window_s": sec,
                          "cpu_ms": cpu, "wall_ms": wall})
     return {"machine": machine(), "windows": windows, "rows": rows}

@@ -13,7 +13,10 @@ import platform
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .devices import BuildFacts
 
 __all__ = ["run_checks", "main"]
 
@@ -106,7 +109,7 @@ def _load_failed(report: dict[str, Any], msg: str) -> None:
                                 "pip install nvidia-cublas-cu12 nvidia-cudnn-cu12")
 
 
-def _describe_build(report: dict[str, Any], facts: Any, device: str) -> None:
+def _describe_build(report: dict[str, Any], facts: BuildFacts, device: str) -> None:
     from . import devices
 
     kind = devices.build_kind(facts)

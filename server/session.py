@@ -368,6 +368,12 @@ class _Verdict(enum.Enum):
     REJECTED = "rejected"  # nothing to trust: ask again differently
 
 
+def _held(u: _Run) -> list[Word]:
+    """The window's previous hypothesis past the committed point: what a careful decode that
+    jumps leaves out (``_skips``, ``_jumped_over``)."""
+    return [w for w in u.buffer.pending if w.start >= u.buffer.committed_end - 0.05]
+
+
 class _InFlight(NamedTuple):
     """The decode out: what was asked, for which utterance, why, and how."""
 
@@ -856,9 +862,9 @@ class StreamSession:
         heard = [w for w in words if _spoken(w)]
         if self.opt.skip_retry_words <= 0 or not req.prefix or not heard:
             return False  # (hearing nothing at all is for the mute rule)
-        since, said = u.buffer.committed_end, {unit_key(w.word) for w in heard}
-        passed = [w for w in u.buffer.pending if _spoken(w) and w.start >= since - 0.05
-                  and _centre(w) < heard[0].start and unit_key(w.word) not in said]
+        said = {unit_key(w.word) for w in heard}
+        passed = [w for w in _held(u) if _spoken(w) and _centre(w) < heard[0].start
+                  and unit_key(w.word) not in said]
         return len(passed) >= self.opt.skip_retry_words or self._jumped_over(u, words) > 0
 
     def _jumped_over(self, u: _Run, words: list[Word]) -> int:
@@ -867,7 +873,7 @@ class StreamSession:
         else their first), if those are ``skip_retry_words`` or more spoken words and
         ``words`` never say two of them in a row; else 0."""
         said = [unit_key(w.word) for w in split_units(words) if _spoken(w)]
-        held = [w for w in u.buffer.pending if w.start >= u.buffer.committed_end - 0.05]
+        held = _held(u)
         keys = [unit_key(w.word) for w in held]
         i = next((i for n in (2, 1) for i in range(len(held)) if said
                   and keys[i : i + n] == said[:n]), 0)
@@ -889,7 +895,7 @@ class StreamSession:
         i = self._jumped_over(u, words)
         if not i:
             return words
-        held = [w for w in u.buffer.pending if w.start >= u.buffer.committed_end - 0.05]
+        held = _held(u)
         t = held[i - 1].end  # the decode's words start after them
         return held[:i] + [replace(w, start=max(w.start, t), end=max(w.end, t)) for w in words]
 
