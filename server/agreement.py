@@ -1,7 +1,7 @@
 """Agreement between successive hypotheses: which words are stable enough to become final.
 
 LocalAgreement-2 (Macháček et al., whisper_streaming's ``HypothesisBuffer``): a word is committed
-once two successive decodes of a growing window agree on it and on everything before it. Two
+once two successive decodes of a growing window agree on it and on everything before it. Three
 changes from the original:
 
 * Units, not whitespace words. Text in scripts written without spaces (Chinese, Japanese, Thai,
@@ -9,6 +9,8 @@ changes from the original:
   instead of never (a whole unspaced sentence would be one "word" that changes every step).
 * Units are compared on a normalised key (case and punctuation folded), so "you," then "you"
   still agree; the newer hypothesis's form is the one committed.
+* A number is never the last unit agreement commits: it may still grow ("14" before "fifty-five"
+  is heard), so it waits for the word after it.
 
 Pure: words in, committed words out; times are stream seconds.
 """
@@ -71,6 +73,15 @@ def unit_key(text: str) -> str:
     return t.strip() or text.strip()
 
 
+def _growing(w: Word) -> bool:
+    """Whether the unit is a number, which Whisper writes as digits only once it has heard
+    all of it: a window that ends inside "fourteen fifty-five" hears "14", and the decode after
+    a committed "14", forced past it, says "1455" from the same start. So agreement keeps a
+    number at its edge until the word after it agrees too."""
+    key = unit_key(w.word)
+    return key[-1:].isdigit()
+
+
 def join_words(words: Iterable[Word]) -> str:
     return "".join(w.word for w in words).strip()
 
@@ -109,7 +120,8 @@ class HypothesisBuffer:
                       stuck_until: float = float("-inf")) -> list[Word]:
         """Commit the longest prefix on which the last two hypotheses agree, up to the units
         that end by stream time ``until``, and before the first unit the newer hypothesis
-        gives less than ``min_probability``: agreement commits a doubted unit only once it
+        gives less than ``min_probability`` (and never ending on a number, see
+        :func:`_growing`): agreement commits a doubted unit only once it
         ends by ``checked_until`` (a careful decode was asked and gave nothing better). If
         a doubted unit ends by ``unsure_until``, :attr:`undecided_end` says where (it is for a
         careful decode to decide); so does the first unit the two disagree on, if it ends by
@@ -133,6 +145,8 @@ class HypothesisBuffer:
                     self.undecided_end = b.end
                 break
             n += 1
+        if n and _growing(self._new[n - 1]):
+            n -= 1
         commit = self._take(n)
         self._previous = list(self._new)
         return commit

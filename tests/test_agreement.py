@@ -101,3 +101,28 @@ def test_split_units():
 def test_unit_key():
     assert unit_key(" Hello,") == unit_key("hello") == "hello"
     assert unit_key("。") == "。"
+
+
+def test_a_number_at_the_edge_of_agreement_waits_for_the_word_after_it():
+    """Whisper writes a spoken number as digits only once it has heard all of it: LJ's
+    "fourteen fifty-five" was "14" in two steps whose windows ended inside it, and the step
+    after, forced past a committed "14", said "1455" from the same start ("of about 14 1455",
+    in every real-time run over the WebSocket). A number is final with the word after it."""
+    b = HypothesisBuffer()
+    b.insert(words("Bible of about 14"))
+    b.commit_agreed()
+    b.insert(words("Bible of about 14"))
+    assert join_words(b.commit_agreed()) == "Bible of about"
+    b.insert(words("1455 has", t0=0.9))
+    assert b.commit_agreed() == []
+    b.insert(words("1455 has never", t0=0.9))
+    assert join_words(b.commit_agreed()) == "1455 has"
+    assert join_words(b.commit_all()) == "never"
+
+
+def test_a_number_the_next_word_agrees_after_is_final_with_it():
+    b = HypothesisBuffer()
+    b.insert(words("in 2019 we grew"))
+    b.commit_agreed()
+    b.insert(words("in 2019 we grow"))
+    assert join_words(b.commit_agreed()) == "in 2019 we"

@@ -1640,3 +1640,32 @@ def test_a_sliver_gets_no_early_end_decode():
     assert [f.text for f in finals(ev)] == ["w0"]
     (end,) = [r for r in dec.requests if r.final]
     assert end.offset + end.duration >= truth[0][2] + 0.45  # the hangover's, not the pause's
+
+
+class GrowingNumberDecoder(ScriptedDecoder):
+    """Words w10..w12 are one spoken number ("fourteen fifty-five"), written "1455" once the
+    window holds all of it and 0.2 s after, and "14" (over w10 alone) while the window ends
+    inside it; forced past a prefix that ends in "14", it says "1455" again from the number's
+    start (LJ001-0001 over the WebSocket in real time: "of about 14 1455")."""
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        self.requests.append(req)
+        a, b = req.offset, req.offset + req.duration
+        (s, e10), e12 = self.truth[10][1:], self.truth[12][2]
+        heard = [w for i, w in enumerate(self.truth) if not 10 <= i <= 12]
+        number = ("1455", s, e12) if b >= e12 + 0.2 else ("14", s, e10)
+        heard = sorted(heard + [number], key=lambda w: w[1])
+        inside = [w for w in heard if w[2] > a + 0.05 and w[1] < b]
+        skip = len(req.prefix.split())
+        if req.prefix.split()[-1:] == ["14"]:
+            skip -= 1
+        out = [Word(" " + t, max(ws, a) - a, min(we, b) - a, 0.9) for t, ws, we in inside[skip:]]
+        return DecodeResult(tuple(out), "".join(w.word for w in out), 0.01, -0.2, 1.2)
+
+
+def test_a_number_cut_by_the_window_is_not_final_before_it_is_heard_whole():
+    audio, truth = make_stream(20)
+    f = finals(drive(StreamSession(StreamOptions(), energy_vad()), GrowingNumberDecoder(truth),
+                     audio))
+    got = " ".join(x.text for x in f).split()
+    assert got == [w for w, _, _ in truth[:10]] + ["1455"] + [w for w, _, _ in truth[13:]]
