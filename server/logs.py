@@ -11,11 +11,20 @@ from __future__ import annotations
 
 import logging
 import re
+from urllib.parse import unquote_plus
 
 __all__ = ["RedactTokens", "install_redaction", "redact"]
 
 _QUERY_TOKEN = re.compile(r"((?:^|[?&;_\s\"'])token=)[^&;\s\"']*", re.IGNORECASE)
+# a query parameter whose name is percent-encoded ("%74oken=" is "token=" to the server)
+_QUERY_PARAM = re.compile(r"([?&;])([^=&;\s\"'#]*%[^=&;\s\"'#]*)=([^&;\s\"'#]*)")
 _BEARER = re.compile(r"(bearer\s+)\S+", re.IGNORECASE)
+# request headers, as websockets logs them at debug level: the whole Authorization value
+# (Deepgram's "Token X" too), and the token a browser puts among its WebSocket subprotocols
+_AUTH_HEADER = re.compile(r"(authorization:\s*)[^\r\n]*", re.IGNORECASE)
+_PROTOCOL_TOKEN = re.compile(r"((?:token|bearer)\s*,\s*)[^,\s\"']+", re.IGNORECASE)
+_OPENAI_KEY = re.compile(r"(openai-insecure-api-key\.)[^,\s\"']+", re.IGNORECASE)
+_HINTS = ("oken", "OKEN", "earer", "EARER", "%", "uthorization", "UTHORIZATION", "api-key")
 
 # The loggers that see request lines; filters on a logger do not apply to records propagated
 # from its children, so each is named.
@@ -24,10 +33,21 @@ LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi", "websoc
 
 
 def redact(text: str) -> str:
-    """``text`` with every ``token=...`` query value and bearer token replaced by ``***``."""
-    if "oken" not in text and "earer" not in text and "OKEN" not in text:
+    """``text`` with every token the server would accept replaced by ``***``: ``token=``
+    query values (however the name is percent-encoded), bearer tokens, Authorization headers
+    and the token among WebSocket subprotocols."""
+    if not any(h in text for h in _HINTS):
         return text  # the common case, cheaply
-    return _BEARER.sub(r"\1***", _QUERY_TOKEN.sub(r"\1***", text))
+    text = _QUERY_TOKEN.sub(r"\1***", text)
+    if "%" in text:
+        text = _QUERY_PARAM.sub(_encoded_token, text)
+    text = _AUTH_HEADER.sub(r"\1***", _BEARER.sub(r"\1***", text))
+    return _OPENAI_KEY.sub(r"\1***", _PROTOCOL_TOKEN.sub(r"\1***", text))
+
+
+def _encoded_token(m: re.Match[str]) -> str:
+    name = unquote_plus(m.group(2)).strip().lower()
+    return f"{m.group(1)}{m.group(2)}=***" if name == "token" else m.group(0)
 
 
 class RedactTokens(logging.Filter):

@@ -60,6 +60,15 @@ def test_view_tokens_are_per_channel_stable_and_view_only():
     "/overlay?session=a&token=SECRET",
     "Authorization: Bearer SECRET",
     "/v1/listen?token=SECRET%2Bx",
+    # spellings the server accepts as a token, so they must not reach a log either
+    '"WebSocket /v1/listen?%74oken=SECRET" [accepted]',
+    "GET /v1/sessions/a/transcript.txt?tok%65n=SECRET HTTP/1.1",
+    "GET /x?session=a&%54%4F%4B%45%4E=SECRET",
+    "< authorization: Token SECRET",
+    "< Authorization: token SECRET",
+    "< sec-websocket-protocol: token, SECRET",
+    "< Sec-WebSocket-Protocol: bearer,SECRET",
+    "< sec-websocket-protocol: realtime, openai-insecure-api-key.SECRET, openai-beta.realtime-v1",
 ])
 def test_redact(line):
     out = redact(line)
