@@ -9,6 +9,7 @@ limit, uses the one engine, and gets the careful windows a backlog of speech get
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from collections.abc import Mapping
@@ -26,7 +27,8 @@ from ..text import join_texts
 if TYPE_CHECKING:
     from ..app import WhisperWire
 
-__all__ = ["G711", "FileResult", "check_speaker", "decode_file", "g711_to_float", "read_media", "speaker_token"]
+__all__ = ["G711", "FileResult", "check_speaker", "decode_file", "g711_to_float", "load_media",
+           "read_media", "speaker_token"]
 
 
 def speaker_token(headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
@@ -70,28 +72,61 @@ def g711_to_float(data: bytes, law: str) -> np.ndarray:
     return G711[law][np.frombuffer(data, np.uint8)]
 
 
-def read_media(data: bytes, rate: int = MODEL_RATE) -> np.ndarray:
-    """Any container and codec PyAV opens, as float32 mono at ``rate``. Raises ClientError
-    (``bad_file``) for bytes that hold no decodable audio."""
+# Below telephony's 8 kHz no speech is left to hear; a header that says 1 Hz would have the
+# resampler write 16,000 samples for each one in the file (100 kB of WAV: 10 GB of audio).
+MIN_FILE_RATE = 4000
+
+
+def read_media(data: bytes, max_seconds: float, rate: int = MODEL_RATE) -> np.ndarray:
+    """Any container and codec PyAV opens, as float32 mono at ``rate``. Raises ClientError:
+    ``bad_file`` for bytes that hold no decodable audio or a rate no speech has, and
+    ``file_too_long`` as soon as the file says or proves it holds more than ``max_seconds``
+    (a small compressed file can hold hours: nothing past the limit is decoded)."""
     import av
 
     if not data:
         raise ClientError("bad_file", "the request has no audio in it")
     chunks: list[np.ndarray] = []
+    limit = int(max_seconds * rate)
     try:
         with av.open(io.BytesIO(data)) as container:
             if not container.streams.audio:
                 raise ClientError("bad_file", "the file has no audio stream")
+            _check_stream(container, max_seconds)
             resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
-            for frame in container.decode(audio=0):
-                chunks.extend(o.to_ndarray().reshape(-1) for o in resampler.resample(frame))
-            chunks.extend(o.to_ndarray().reshape(-1) for o in resampler.resample(None))
+            held = 0
+            for frame in (*container.decode(audio=0), None):
+                for o in resampler.resample(frame):
+                    chunks.append(o.to_ndarray().reshape(-1))
+                    held += len(chunks[-1])
+                if held > limit:
+                    raise ClientError("file_too_long",
+                                      f"files are limited to {max_seconds:.0f} s of audio")
     except (av.error.FFmpegError, ValueError, IndexError) as exc:
         raise ClientError("bad_file", "the file is not audio or video that FFmpeg can decode "
                           f"({getattr(exc, 'strerror', None) or exc})") from None
     if not chunks:
         raise ClientError("bad_file", "the file holds no audio samples")
-    return np.concatenate(chunks).astype(np.float32)
+    return np.concatenate(chunks)  # float32 already ("flt"): no second copy
+
+
+def _check_stream(container: Any, max_seconds: float) -> None:
+    """Refuse before decoding what the headers already say is no speech or too long."""
+    stream = container.streams.audio[0]
+    rate = stream.codec_context.sample_rate or stream.rate or 0
+    if rate and rate < MIN_FILE_RATE:
+        raise ClientError("bad_file", f"the file's sample rate is {rate} Hz; speech needs at "
+                          f"least {MIN_FILE_RATE} Hz")
+    seconds = (float(stream.duration * stream.time_base) if stream.duration and stream.time_base
+               else (container.duration or 0) / 1e6)
+    if seconds > max_seconds + 1:
+        raise ClientError("file_too_long", f"files are limited to {max_seconds:.0f} s of audio")
+
+
+async def load_media(data: bytes, max_seconds: float) -> np.ndarray:
+    """:func:`read_media` on a worker thread: decoding a long file takes seconds, and other
+    sessions' captions must not wait for it."""
+    return await asyncio.to_thread(read_media, data, max_seconds)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ follow a Deepgram stream like any other.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import dataclasses
 import datetime
@@ -31,7 +32,8 @@ from ..audio import Resampler
 from ..listen import ListenConnection
 from ..vad import SpeechStart, VadSegmenter, webrtc_classifier
 from ..wer import normalize
-from .common import FileResult, check_speaker, decode_file, g711_to_float, read_media, speaker_token
+from .common import (FileResult, check_speaker, decode_file, g711_to_float, load_media,
+                     speaker_token)
 from .deepgram_params import DeepgramOptions, parse_options
 
 if TYPE_CHECKING:
@@ -358,7 +360,8 @@ async def listen_file(server: WhisperWire, request: Request) -> Response:
             raise ClientError("unsupported_parameter", "fetching audio from a URL is not "
                               "supported; POST the audio bytes instead")
         data = await _body(request, MAX_FILE_BYTES)
-        audio = _raw_audio(data, opts) if "encoding" in q else read_media(data)
+        audio = (await asyncio.to_thread(_raw_audio, data, opts, server.config.max_session_s)
+                 if "encoding" in q else await load_media(data, server.config.max_session_s))
         created = datetime.datetime.now(datetime.timezone.utc)
         res = await decode_file(server, token, audio,
                                 language=opts.params.language, prompt=opts.params.prompt,
@@ -371,10 +374,14 @@ async def listen_file(server: WhisperWire, request: Request) -> Response:
     return JSONResponse(body, headers={"dg-request-id": res.session})
 
 
-def _raw_audio(data: bytes, opts: DeepgramOptions) -> Any:
-    """Headerless audio in a file request (``encoding`` and ``sample_rate`` given)."""
+def _raw_audio(data: bytes, opts: DeepgramOptions, max_seconds: float) -> Any:
+    """Headerless audio in a file request (``encoding`` and ``sample_rate`` given), refused
+    before it is converted if it holds more than ``max_seconds``."""
     import numpy as np
 
+    width = 1 if opts.encoding in ("mulaw", "alaw") else 2
+    if len(data) / width / opts.params.sample_rate > max_seconds:
+        raise ClientError("file_too_long", f"files are limited to {max_seconds:.0f} s of audio")
     if opts.encoding in ("mulaw", "alaw"):
         x = g711_to_float(data, opts.encoding)
     else:

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.types import Message
 
 from .. import subtitles, wire
 from ..errors import ClientError
-from .common import FileResult, check_speaker, decode_file, read_media, speaker_token
+from .common import FileResult, check_speaker, decode_file, load_media, speaker_token
 
 if TYPE_CHECKING:
     from ..app import WhisperWire
@@ -70,7 +71,9 @@ async def _form(request: Request) -> tuple[dict[str, Any], bytes]:
     if not request.headers.get("content-type", "").startswith("multipart/form-data"):
         raise ClientError("bad_request", "expected a multipart/form-data body")
     try:
-        form = await request.form(max_files=1, max_fields=32)
+        form = await _capped(request, MAX_FILE_BYTES + (64 << 10)).form(max_files=1, max_fields=32)
+    except ClientError:
+        raise
     except Exception as exc:  # noqa: BLE001 - any malformed body is the client's fault
         raise ClientError("bad_request", f"could not parse the multipart body: {exc}") from None
     fields: dict[str, Any] = {}
@@ -86,6 +89,23 @@ async def _form(request: Request) -> tuple[dict[str, Any], bytes]:
         raise ClientError("file_too_large",
                           f"Maximum content size limit ({MAX_FILE_BYTES}) exceeded")
     return fields, data
+
+
+def _capped(request: Request, limit: int) -> Request:
+    """The request, its body refused once past ``limit`` bytes: a chunked upload says no
+    length, and the form parser would spool all of it to disk first."""
+    seen = 0
+
+    async def receive() -> Message:
+        nonlocal seen
+        message = await request.receive()
+        seen += len(message.get("body", b""))
+        if seen > limit:
+            raise ClientError("file_too_large",
+                              f"Maximum content size limit ({MAX_FILE_BYTES}) exceeded")
+        return message
+
+    return Request(request.scope, receive)
 
 
 def _options(fields: dict[str, Any], task: str, engine: Any) -> tuple[str, list[str], Any]:
@@ -124,7 +144,7 @@ async def transcribe(server: WhisperWire, request: Request, task: str) -> Respon
         check_speaker(server, token)
         fields, data = await _form(request)
         fmt, grans, (lang, prompt) = _options(fields, task, server.engine)
-        audio = read_media(data)
+        audio = await load_media(data, server.config.max_session_s)
         res = await decode_file(server, token, audio, language=lang, task=task, prompt=prompt,
                                 api="openai-file")
     except ClientError as exc:

@@ -1,0 +1,100 @@
+"""Whole-file uploads that lie about their size: a header that says 1 Hz (each sample becomes
+16,000), a file longer than a session may be, a chunked body with no length. Each is refused
+before the server holds what it claims, and a live stream's captions do not wait for it."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import struct
+import time
+import wave
+
+import httpx
+import numpy as np
+import pytest
+from conftest import load16k, s16
+from whisperwire.server.dialects.common import MIN_FILE_RATE, read_media
+from whisperwire.server.dialects.openai_audio import MAX_FILE_BYTES, _form
+from whisperwire.server.errors import ClientError
+from starlette.requests import Request
+
+
+def wav(x: np.ndarray, rate: int = 16000) -> bytes:
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(s16(x))
+    return buf.getvalue()
+
+
+def relabelled(data: bytes, rate: int) -> bytes:
+    """The same WAV with its header's sample rate (and byte rate) rewritten."""
+    return data[:24] + struct.pack("<II", rate, rate * 2) + data[32:]
+
+
+def test_a_header_that_says_1_hz_is_refused_before_anything_is_decoded():
+    data = relabelled(wav(load16k("jfk.wav")[: 16000 * 2]), 1)  # 64 kB: 32,000 "seconds"
+    t0 = time.monotonic()
+    with pytest.raises(ClientError) as e:
+        read_media(data, max_seconds=14400)
+    assert e.value.code == "bad_file" and f"{MIN_FILE_RATE} Hz" in e.value.message
+    assert time.monotonic() - t0 < 1.0
+
+
+def test_a_file_longer_than_a_session_is_refused_and_a_shorter_one_read_whole():
+    x = load16k("jfk.wav")
+    with pytest.raises(ClientError) as e:
+        read_media(wav(x), max_seconds=5)
+    assert e.value.code == "file_too_long"
+    got = read_media(wav(x), max_seconds=60)
+    assert got.dtype == np.float32 and abs(len(got) - len(x)) < 160
+
+
+def chunked(total: int, chunk: int = 1 << 20):
+    """An ASGI request whose multipart body never says its length; counts what was read."""
+    head = (b"--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.wav\"\r\n"
+            b"Content-Type: audio/wav\r\n\r\n")
+    sent = {"bytes": 0}
+
+    async def receive():
+        if sent["bytes"] >= total:
+            return {"type": "http.request", "body": b"\r\n--b--\r\n", "more_body": False}
+        body = head if sent["bytes"] == 0 else b"\0" * chunk
+        sent["bytes"] += len(body)
+        return {"type": "http.request", "body": body, "more_body": True}
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/audio/transcriptions",
+             "headers": [(b"content-type", b"multipart/form-data; boundary=b")],
+             "query_string": b""}
+    return Request(scope, receive), sent
+
+
+def test_a_chunked_upload_is_refused_once_past_the_limit_not_after_it_all_came():
+    request, sent = chunked(4 * MAX_FILE_BYTES)
+    with pytest.raises(ClientError) as e:
+        asyncio.run(_form(request))
+    assert e.value.code == "file_too_large"
+    assert sent["bytes"] <= MAX_FILE_BYTES + (2 << 20)
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("path", ["/v1/audio/transcriptions", "/deepgram/v1/listen"])
+def test_a_1_hz_upload_is_refused_at_once_by_both_file_apis(live_server, path):
+    """100 kB of WAV labelled 1 Hz took 12 s, 9.7 GB of memory and the event loop with it."""
+    data = relabelled(wav(load16k("jfk.wav")[: 16000 * 2]), 1)
+    t0 = time.monotonic()
+    if path.startswith("/deepgram"):
+        r = httpx.post(live_server.http + path, content=data, timeout=60,
+                       headers={"content-type": "audio/wav"})
+        code = r.json()["category"] if r.status_code >= 400 else None
+    else:
+        r = httpx.post(live_server.http + path, files={"file": ("a.wav", data)},
+                       data={"model": "whisper-1"}, timeout=60)
+        code = r.json()["error"]["code"] if r.status_code >= 400 else None
+    assert r.status_code == 400, r.text[:300]
+    assert time.monotonic() - t0 < 5
+    assert code == "bad_file"
