@@ -237,10 +237,22 @@ class ListenConnection:
                     return "client_close"
             except ClientError as exc:
                 log.info("session=%s event=client_error code=%s", self.sid, exc.code)
-                self.send(wire.Error(exc.code, exc.message))
-                if self._too_many_errors():
-                    self.send(wire.Error("too_many_errors", "too many bad messages; closing"))
+                if self._refuse(wire.Error(exc.code, exc.message)):
                     return "too_many_errors"
+            except Exception:  # noqa: BLE001 - a message no check foresaw ends no session
+                log.exception("session=%s event=message_failed", self.sid)
+                if self._refuse(wire.Error("bad_message", "the server could not handle that "
+                                           "message; the session goes on")):
+                    return "too_many_errors"
+
+    def _refuse(self, error: wire.Error) -> bool:
+        """Tell the client what was wrong with its message; True when it has sent too many
+        bad ones and the session must end."""
+        self.send(error)
+        if not self._too_many_errors():
+            return False
+        self.send(wire.Error("too_many_errors", "too many bad messages; closing"))
+        return True
 
     async def _room(self) -> None:
         """Stop reading while more speech waits for the decoder than ``max_backlog_s``: the

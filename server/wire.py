@@ -35,6 +35,7 @@ __all__ = [
     "Status",
     "Word",
     "decode",
+    "loads",
     "encode",
     "valid_session_id",
 ]
@@ -222,10 +223,37 @@ def _req(d: Mapping[str, Any], key: str, kind: type) -> Any:
     return v
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads`` for text from a client, which raises ValueError for a lone UTF-16
+    surrogate too: ``"\\ud800"`` is valid JSON, but no UTF-8 can carry it, so a prompt holding
+    one failed every decode of the session and an echo of it stopped all writes to the client."""
+    value = json.loads(text)
+    if isinstance(text, str) and _SURROGATE_ESCAPE.search(text) and _lone_surrogate(value):
+        raise ValueError("the text holds a lone UTF-16 surrogate (\\ud800-\\udfff)")
+    return value
+
+
+def _lone_surrogate(v: Any) -> bool:
+    if isinstance(v, str):
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:
+            return True
+        return False
+    if isinstance(v, dict):
+        return any(_lone_surrogate(k) or _lone_surrogate(x) for k, x in v.items())
+    if isinstance(v, list):
+        return any(_lone_surrogate(x) for x in v)
+    return False
+
+
 def decode(text: str | bytes, *, allowed: tuple[str, ...] | None = None) -> Message:
     """Parse one JSON text message; ``allowed`` limits which types are acceptable here."""
     try:
-        d = json.loads(text)
+        d = loads(text)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError("bad_json", f"message is not valid JSON: {exc}") from None
     except RecursionError:

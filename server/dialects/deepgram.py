@@ -169,7 +169,7 @@ class DeepgramConnection(ListenConnection):
 
     def take_text(self, text: str) -> bool:
         try:
-            msg = json.loads(text)
+            msg = wire.loads(text)
         except (ValueError, RecursionError):
             msg = None
         kind = msg.get("type") if isinstance(msg, dict) else None

@@ -124,9 +124,10 @@ class RealtimeConnection(ListenConnection):
 
     def take_text(self, text: str) -> bool:
         try:
-            msg = json.loads(text)
-        except (ValueError, RecursionError):
-            raise ClientError("invalid_json", "the event is not valid JSON") from None
+            msg = wire.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise ClientError("invalid_json", f"the event is not valid JSON text ({exc})"
+                              ) from None
         if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
             raise ClientError("invalid_event", "an event is a JSON object with a 'type'")
         kind = msg["type"]
@@ -302,7 +303,10 @@ class RealtimeConnection(ListenConnection):
             if "turn_detection" in s:
                 inp["turn_detection"] = s["turn_detection"]
         else:
-            inp = (s.get("audio") or {}).get("input") or {}
+            audio = s.get("audio") or {}
+            if not isinstance(audio, dict):
+                raise ClientError("invalid_session", "session.audio must be an object")
+            inp = audio.get("input") or {}
         if not isinstance(inp, dict):
             raise ClientError("invalid_session", "audio.input must be an object")
         if inp.get("format") is not None:
@@ -318,7 +322,7 @@ class RealtimeConnection(ListenConnection):
 
     def _format(self, fmt: Any) -> None:
         kind = fmt.get("type") if isinstance(fmt, dict) else fmt
-        if kind not in _FORMATS:
+        if not isinstance(kind, str) or kind not in _FORMATS:
             raise ClientError("invalid_format", f"audio format {kind!r} is not supported; "
                               "use audio/pcm (24 kHz), audio/pcmu or audio/pcma")
         law, rate = _FORMATS[kind]
@@ -347,11 +351,15 @@ class RealtimeConnection(ListenConnection):
             self.session.language = base
         prompt = tr.get("prompt")
         if prompt is not None:
-            if len(str(prompt)) > 1000:
+            if not isinstance(prompt, str):
+                raise ClientError("invalid_prompt", "prompt must be a string")
+            if len(prompt) > 1000:
                 raise ClientError("invalid_prompt", "prompt is limited to 1000 characters")
             self.session.user_prompt = str(prompt)
         if tr.get("model"):
-            self.model = str(tr["model"])
+            if not isinstance(tr["model"], str) or len(tr["model"]) > 200:
+                raise ClientError("invalid_session", "transcription.model must be a model name")
+            self.model = tr["model"]
 
     def _turn_detection(self, td: Any) -> None:
         if td is None:
