@@ -26,15 +26,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
-import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import wire
 from .errors import ClientError
-from .hub import Hub, Outbox, Transcript, on_channel_clock
+from .hub import Hub, Outbox, Transcript, new_session_id, on_channel_clock
 from .wire import Closed, Final, Message, Partial
 
 __all__ = ["ClusterHub", "Directory", "directory"]
@@ -77,6 +77,19 @@ class _Channel:
         self.changed = asyncio.Event()
 
 
+def _close_last_utterance(ch: _Channel) -> None:
+    """As :meth:`Hub.open`: the earlier speaker's last final closed an utterance, also when it
+    was sent without ``eou``; the channel's finals and its replay log say so."""
+    if not ch.finals:
+        return
+    last = wire.decode(ch.finals[-1])
+    if not isinstance(last, Final) or last.eou:
+        return
+    text = wire.encode(dataclasses.replace(last, eou=True))
+    ch.log = [(seq, text if t is ch.finals[-1] else t) for seq, t in ch.log]
+    ch.finals[-1] = text
+
+
 class Directory:
     """The cluster's channels (a Ray actor: create it with :func:`directory`). Messages travel
     as the protocol's JSON text, so replicas and the actor share no Python objects."""
@@ -97,7 +110,7 @@ class Directory:
         """A speaker starts on ``session`` (None: a fresh id): the channel's state so far, or
         the error that refuses it."""
         await self.renew(owner, pid)
-        sid = session or secrets.token_urlsafe(12)
+        sid = session or new_session_id()
         ch = self.channels.get(sid)
         if ch is not None and ch.live:
             return {"error": "session_taken", "message": f"session {sid!r} is already live"}
@@ -107,6 +120,7 @@ class Directory:
         else:
             ch.live, ch.closed, ch.ended_at, ch.partial = True, None, None, None
             ch.offset, ch.speakers, ch.heard = ch.audio_seconds, ch.speakers + 1, 0.0
+            _close_last_utterance(ch)
             ch.bump()
         ch.owner, ch.claim, ch.next_batch, ch.pending = owner, self._claims, 0, {}
         return {"session": sid, "claim": ch.claim, "finals": list(ch.finals),

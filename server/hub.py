@@ -27,7 +27,17 @@ from .errors import ClientError
 from .text import finals_text
 from .wire import Closed, Final, Message, Partial, Status
 
-__all__ = ["Hub", "Outbox", "Transcript", "on_channel_clock"]
+__all__ = ["Hub", "Outbox", "Transcript", "new_session_id", "on_channel_clock"]
+
+
+def new_session_id() -> str:
+    """A random channel id that never starts with ``-`` or ``_``: people paste it after a
+    command (``whisperwire captions ID``), where a leading ``-`` reads as an option. 16
+    URL-safe characters as before, about 95 random bits."""
+    while True:
+        sid = secrets.token_urlsafe(12)
+        if sid[0] not in "-_":
+            return sid
 
 
 class Outbox:
@@ -83,7 +93,9 @@ class Outbox:
 class Transcript:
     """One channel: its finals (on the channel's clock), the live partial, and its viewers.
     ``offset`` is where the live speaker's stream time 0 falls on the channel's clock;
-    ``audio_seconds`` is the audio of the speakers that have ended."""
+    ``audio_seconds`` is the audio of the speakers that have ended. A speaker continued by the
+    next one ended an utterance: its last final here has ``eou`` set, even if it was sent
+    without (downloads read utterances from ``eou``)."""
 
     session: str
     finals: list[Final] = field(default_factory=list)
@@ -127,7 +139,7 @@ class Hub:
         transcript goes on). Raises ``session_taken`` while the id has a live speaker, which
         includes the time that speaker's last words are still being decoded."""
         self.expire()
-        sid = session or secrets.token_urlsafe(12)
+        sid = session or new_session_id()
         t = self._sessions.get(sid)
         if t is None:
             t = self._sessions[sid] = Transcript(sid)
@@ -136,6 +148,10 @@ class Hub:
             raise ClientError("session_taken", f"session {sid!r} is already live")
         t.live, t.closed, t.ended_at, t.partial = True, None, None, None
         t.offset = t.audio_seconds
+        if t.finals and not t.finals[-1].eou:
+            # the earlier speaker's last final was made final before it closed: its utterance
+            # ended with it, so the next speaker's text starts a new cue and line in downloads
+            t.finals[-1] = dataclasses.replace(t.finals[-1], eou=True)
         t.speakers += 1
         return t
 
