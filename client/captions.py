@@ -99,8 +99,8 @@ def main(args: Any) -> int:
         finals = [m for m in msgs if isinstance(m, wire.Final)]
         errors = [m for m in msgs if isinstance(m, wire.Error)]
         if args.output:
-            write_output(args.output, finals)
-            print(f"-- saved {len(finals)} captions to {args.output}", file=sys.stderr)
+            held = write_output(args.output, finals)
+            print(f"-- saved {held} to {args.output}", file=sys.stderr)
         if errors and not finals:
             return 1
         return 0

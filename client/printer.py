@@ -50,7 +50,8 @@ class Flow:
     Call :meth:`final` and :meth:`partial` as messages arrive and write what they return;
     :meth:`end` returns what closes the last line. ``tty``: the partial is shown and redrawn in
     place (the output then holds ``\\r`` and ANSI codes); otherwise only finals are written and
-    the output is plain text, never rewritten. ``one_per_line``: each final on its own line.
+    the output is plain text, never rewritten. ``one_per_line``: each final on exactly one
+    line, never wrapped, so a script reading the output gets one line per final.
     """
 
     def __init__(self, width: int = 80, tty: bool = False, one_per_line: bool = False) -> None:
@@ -67,10 +68,11 @@ class Flow:
         if self.line and (self.one_per_line or (
                 self._last_end is not None and start - self._last_end >= PAUSE_S)):
             out.append(self._newline())
+        width = sys.maxsize if self.one_per_line else self.width
         for word in split_units(text):  # Latin words, and CJK one character at a time
-            for piece in _split_word(word.strip(), self.width):
+            for piece in _split_word(word.strip(), width):
                 sep = " " if self.line and needs_space(self.line, piece) else ""
-                if self.line and cells(self.line) + len(sep) + cells(piece) > self.width:
+                if self.line and cells(self.line) + len(sep) + cells(piece) > width:
                     out.append(self._newline())
                     sep = ""
                 piece = sep + piece

@@ -175,25 +175,33 @@ def stream_file(url: str, path: str, *, speed: float = 1.0, language: str | None
                                      on_message=on_message, token=token))
 
 
-def write_output(path: str, finals: list[wire.Final]) -> None:
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def write_output(path: str, finals: list[wire.Final]) -> str:
     """Save finals as .srt, .vtt, .json or .txt, by the file's extension (checked beforehand
-    with :func:`~.connect.check_output`). Raises ClientFault if the file cannot be written."""
+    with :func:`~.connect.check_output`). Returns what the file holds ("4 cues", "2 lines"):
+    the finals are regrouped into cues or utterance lines, so their count would not say it.
+    Raises ClientFault if the file cannot be written."""
     from whisperwire.server import subtitles
 
     ext = path.rsplit(".", 1)[-1].lower()
-    if ext == "srt":
-        text = subtitles.to_srt(finals)
-    elif ext == "vtt":
-        text = subtitles.to_vtt(finals)
+    if ext in ("srt", "vtt"):
+        text = subtitles.to_srt(finals) if ext == "srt" else subtitles.to_vtt(finals)
+        held = plural(len(subtitles.cues(finals)), "cue")
     elif ext == "json":
         text = subtitles.to_json("", finals, False)
+        held = plural(len(finals), "final")
     else:
         text = subtitles.to_txt(finals)
+        held = plural(text.count("\n"), "line")
     try:
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
     except OSError as exc:
         raise ClientFault(f"cannot write {path}: {exc.strerror or exc}") from None
+    return held
 
 
 async def until_stopped(chunks: AsyncIterator[bytes], stop: asyncio.Event
@@ -249,8 +257,8 @@ def finish(res: StreamResult, url: str, output: str | None) -> int:
               file=sys.stderr)
         status = 1
     if output and res.of_type(wire.Ready):  # a refused session leaves an old file alone
-        write_output(output, res.finals)
-        print(f"-- saved {len(res.finals)} captions to {output}", file=sys.stderr)
+        held = write_output(output, res.finals)
+        print(f"-- saved {held} to {output}", file=sys.stderr)
     return status
 
 
@@ -261,7 +269,7 @@ def summary(res: StreamResult, seconds: float) -> str:
     lat = res.final_delays()
     if not lat:
         return head + "; no captions"
-    return (f"{head}; {len(lat)} finals, final delay after audio sent: "
+    return (f"{head}; {plural(len(lat), 'final')}, final delay after audio sent: "
             f"median {float(np.median(lat)):.2f}s")
 
 

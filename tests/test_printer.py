@@ -78,6 +78,17 @@ def test_lines_mode_keeps_one_final_per_line():
     assert flow_lines(finals(*JFK[:3]), one_per_line=True) == JFK[:3]
 
 
+def test_lines_mode_never_wraps_a_long_final():
+    """``--lines`` is one line per final (README), also when a final is wider than the pipe's 80
+    columns: it used to wrap, and a script counting lines counted finals wrong."""
+    long = " ".join(["comparatively modern printing"] * 5)  # 149 columns
+    url = "https://example.com/" + "x" * 90
+    fs = finals("And so.", long, url, "我们今天讨论一下这个问题" * 4)
+    assert flow_lines(fs, width=80, one_per_line=True) == [f.text for f in fs]
+    printed = Flow(width=40, tty=True, one_per_line=True).final(long, 0, 1)
+    assert screen(printed) == [long, ""]
+
+
 def test_an_overlong_word_and_wide_characters_are_cut_to_the_width():
     zh = "我们今天讨论一下这个问题然后再决定怎么做比较好。"
     lines = flow_lines(finals("x" * 50, zh), width=20)
