@@ -232,6 +232,9 @@ def restarted_head(prefix: list[str], keys: list[str]) -> int:
 ECHO_PROBABILITY = 0.5
 # below this, a final decode's last word that the aligner squeezed to no duration was not said
 SQUEEZED_PROBABILITY = 0.1
+# runs of squeezed words that are not speech, and a re-read's last word after one (_squeezed_runs)
+SQUEEZED_RUN = 3
+SAME_END = 3
 # A word placed in already-final audio is a re-read if it reads the last final units again
 # (among the last ``REREAD_UNITS``: see _rereads), or if it ends this far inside the final
 # audio whatever it says.
@@ -333,6 +336,35 @@ def _unsaid(req: DecodeRequest, out: list[Word]) -> set[int]:
                              and out[-1].probability < SQUEEZED_PROBABILITY):
         return {id(w) for w in out[n:]}
     return set()
+
+
+def _squeezed_runs(prefix: list[str], out: list[Word], keys: list[str]) -> set[int]:
+    """Final text Whisper reads again that the text guards miss, because its first word is
+    new or misheard: a run of ``SQUEEZED_RUN`` or more words the aligner gave no time, which
+    from its first or second word says the prefix's last units again (jfk with a final forced
+    every 20 ms: "Asp. And so my fellow Americans." at 2.30-2.30 s, the final "and so my fellow
+    American" read again, then "Asp." at 3.44-3.88 s, the speaker's "ask"); or such a run and
+    the word after it that ends the decode on the prefix's last units, stretched over what was
+    left of the window ("Ask not what your country can do for" at 7.66-7.66 s and "you." at
+    7.66-7.74 s, "... can do for you." final). A run that says something else may be speech
+    the aligner could not place (en-01: "right? Yeah. It" squeezed, and said)."""
+    gone: set[int] = set()
+    tail = prefix[-2 * REREAD_UNITS :]
+    i = 0
+    while i < len(out):
+        j = i
+        while j < len(out) and _squeezed(out[j]):
+            j += 1
+        if j - i >= SQUEEZED_RUN:
+            run = keys[i:j]
+            if any(tail[t] == run[k] and _reads_on(tail[t:], run[k:])
+                   for k in (0, 1) for t in range(len(tail)) if len(run) - k >= SQUEEZED_RUN):
+                gone |= {id(w) for w in out[i:j]}
+            elif j == len(out) - 1 and len(prefix) >= SAME_END \
+                    and keys[-SAME_END:] == prefix[-SAME_END:]:
+                gone |= {id(w) for w in out[i:]}
+        i = j + 1
+    return gone
 
 
 def _squeezed(w: Word) -> bool:
@@ -1103,6 +1135,7 @@ class StreamSession:
         # Love's China. Jumanjo" with "China." squeezed past its audio)
         said = req.prefix or join_words(_from(committed or [], req.offset))
         prefix = [unit_key(x) for x in text_units(said)]
+        unsaid |= _squeezed_runs(prefix, out, keys)
         # Whisper re-reading the phrase that ends its prefix, wherever the aligner put it (often
         # squeezed into the window's last instant, past the final audio)
         skip = max(repeated_head(prefix, keys), restarted_head(prefix, keys))

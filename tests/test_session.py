@@ -1669,3 +1669,60 @@ def test_a_number_cut_by_the_window_is_not_final_before_it_is_heard_whole():
                      audio))
     got = " ".join(x.text for x in f).split()
     assert got == [w for w, _, _ in truth[:10]] + ["1455"] + [w for w, _, _ in truth[13:]]
+
+
+class RereadsOverSilenceDecoder(ScriptedDecoder):
+    """A careful decode that hears no new word re-reads the end of its prefix, its first
+    words misheard: the aligner gives every word but the last no time, and the last what is
+    left of the window (jfk with ``finalize`` after every 20 ms over the WebSocket: "... You
+    can do for you." final, then "Ask not what your country can do for you." over the pause,
+    its first eight words at 7.66-7.66 s and "you." at 7.66-7.74 s)."""
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        good = super().__call__(req)
+        said = req.prefix.split()
+        if not req.careful or good.words or len(said) < 3:
+            return good
+        end = req.duration
+        text = ["ask", "not"] + said[-3:]
+        at = end - 0.1
+        words = tuple(Word(" " + w, at, at if i < len(text) - 1 else end, 0.6)
+                      for i, w in enumerate(text))
+        return DecodeResult(words, "".join(w.word for w in words), 0.01, -0.4, 1.3)
+
+
+class RereadsBeforeNewWordsDecoder(ScriptedDecoder):
+    """A careful decode first reads its prefix's last words again, the first misheard, all
+    squeezed to the instant before the new words, which follow with their times (jfk with
+    ``finalize`` after every 20 ms: "and so my fellow American" final, then "Asp. And so my
+    fellow Americans." at 2.30-2.30 s and "Asp." at 3.44-3.88 s)."""
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        good = super().__call__(req)
+        said = req.prefix.split()
+        if not req.careful or not good.words or len(said) < 4:
+            return good
+        at = good.words[0].start
+        reread = tuple(Word(" " + w, at, at, 0.8) for w in ["ask"] + said[-4:])
+        words = reread + good.words
+        return DecodeResult(words, "".join(w.word for w in words), 0.01, -0.3, 1.3)
+
+
+@pytest.mark.parametrize("decoder", [RereadsOverSilenceDecoder, RereadsBeforeNewWordsDecoder])
+def test_a_re_read_of_the_prefix_squeezed_into_no_time_is_not_final_again(decoder):
+    audio, truth = make_stream(24, pause_every=6, pause_s=1.5)
+    s = StreamSession(StreamOptions(), energy_vad())
+    dec = decoder(truth)
+    events = []
+    for i in range(0, len(audio), 320):  # finalize after every 20 ms
+        s.feed_audio(audio[i : i + 320])
+        s.finalize()
+        while (req := s.next_decode()) is not None:
+            s.decoded(req.id, dec(req))
+        events += s.events()
+    s.finish()
+    while (req := s.next_decode()) is not None:
+        s.decoded(req.id, dec(req))
+    events += s.events()
+    words = [w.word.strip().rstrip("~") for f in finals(events) for w in f.words]
+    assert words == [t for t, _, _ in truth]
