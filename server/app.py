@@ -216,7 +216,7 @@ class WhisperWire:
         t = self.hub.get(sid)
         if t is None:
             return JSONResponse({"error": "unknown_session"}, status_code=404)
-        finals = list(t.finals)
+        finals = subtitles.at_turns(list(t.finals), t.turns)
         disp = {"Content-Disposition": f'inline; filename="{sid}.{fmt}"'}  # an ASCII id
         if fmt == "srt":
             return PlainTextResponse(subtitles.to_srt(finals), media_type="application/x-subrip",
@@ -226,7 +226,8 @@ class WhisperWire:
         if fmt == "txt":
             return PlainTextResponse(subtitles.to_txt(finals), headers=disp)
         if fmt == "json":
-            return Response(subtitles.to_json(sid, finals, t.live), media_type="application/json")
+            return Response(subtitles.to_json(sid, list(t.finals), t.live, t.turns),
+                            media_type="application/json")
         return JSONResponse({"error": "unknown_format", "formats": ["srt", "vtt", "txt", "json"]},
                             status_code=404)
 

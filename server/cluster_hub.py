@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -64,6 +63,7 @@ class _Channel:
     audio_seconds: float = 0.0
     heard: float = 0.0  # end of the live speaker's last final, on its own clock
     speakers: int = 1
+    turns: list[int] = field(default_factory=list)  # each later speaker's first final
     ended_at: float | None = None
     seq: int = 0
     changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -75,19 +75,6 @@ class _Channel:
         self.seq += 1
         self.changed.set()
         self.changed = asyncio.Event()
-
-
-def _close_last_utterance(ch: _Channel) -> None:
-    """As :meth:`Hub.open`: the earlier speaker's last final closed an utterance, also when it
-    was sent without ``eou``; the channel's finals and its replay log say so."""
-    if not ch.finals:
-        return
-    last = wire.decode(ch.finals[-1])
-    if not isinstance(last, Final) or last.eou:
-        return
-    text = wire.encode(dataclasses.replace(last, eou=True))
-    ch.log = [(seq, text if t is ch.finals[-1] else t) for seq, t in ch.log]
-    ch.finals[-1] = text
 
 
 class Directory:
@@ -120,7 +107,7 @@ class Directory:
         else:
             ch.live, ch.closed, ch.ended_at, ch.partial = True, None, None, None
             ch.offset, ch.speakers, ch.heard = ch.audio_seconds, ch.speakers + 1, 0.0
-            _close_last_utterance(ch)
+            ch.turns.append(len(ch.finals))
             ch.bump()
         ch.owner, ch.claim, ch.next_batch, ch.pending = owner, self._claims, 0, {}
         return {"session": sid, "claim": ch.claim, "finals": list(ch.finals),
@@ -175,7 +162,7 @@ class Directory:
         if ch is None:
             return None
         return {"seq": ch.seq, "finals": list(ch.finals), "live": ch.live, "closed": ch.closed,
-                "partial": ch.partial[1] if ch.partial else None}
+                "partial": ch.partial[1] if ch.partial else None, "turns": list(ch.turns)}
 
     async def since(self, session: str, cursor: int, wait_s: float = 10.0) -> dict | None:
         """What happened on ``session`` after ``cursor``, waiting up to ``wait_s`` for
@@ -322,7 +309,7 @@ class ClusterHub(Hub):
         if snap is None:
             return None
         return Transcript(session, finals=[wire.decode(f) for f in snap["finals"]],
-                          live=snap["live"])
+                          live=snap["live"], turns=list(snap.get("turns", ())))
 
     def watch(self, session: str) -> Outbox:
         m = self._mirrors.get(session)

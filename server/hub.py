@@ -93,9 +93,10 @@ class Outbox:
 class Transcript:
     """One channel: its finals (on the channel's clock), the live partial, and its viewers.
     ``offset`` is where the live speaker's stream time 0 falls on the channel's clock;
-    ``audio_seconds`` is the audio of the speakers that have ended. A speaker continued by the
-    next one ended an utterance: its last final here has ``eou`` set, even if it was sent
-    without (downloads read utterances from ``eou``)."""
+    ``audio_seconds`` is the audio of the speakers that have ended. ``turns``: the index of
+    each later speaker's first final. A speaker's end closes an utterance, but its last final
+    may have gone out without ``eou`` (made final before the client closed) and finals never
+    change, so downloads break there by ``turns`` (:func:`~.subtitles.at_turns`)."""
 
     session: str
     finals: list[Final] = field(default_factory=list)
@@ -107,6 +108,7 @@ class Transcript:
     offset: float = 0.0
     audio_seconds: float = 0.0
     speakers: int = 1
+    turns: list[int] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -148,10 +150,7 @@ class Hub:
             raise ClientError("session_taken", f"session {sid!r} is already live")
         t.live, t.closed, t.ended_at, t.partial = True, None, None, None
         t.offset = t.audio_seconds
-        if t.finals and not t.finals[-1].eou:
-            # the earlier speaker's last final was made final before it closed: its utterance
-            # ended with it, so the next speaker's text starts a new cue and line in downloads
-            t.finals[-1] = dataclasses.replace(t.finals[-1], eou=True)
+        t.turns.append(len(t.finals))
         t.speakers += 1
         return t
 

@@ -9,6 +9,7 @@ functions of the finals.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Iterable
@@ -16,7 +17,7 @@ from typing import Iterable
 from .text import display_width, join_texts, join_units, split_units, wrap_units
 from .wire import Final, Word
 
-__all__ = ["Cue", "CueOptions", "cues", "to_json", "to_srt", "to_txt", "to_vtt"]
+__all__ = ["Cue", "CueOptions", "at_turns", "cues", "to_json", "to_srt", "to_txt", "to_vtt"]
 
 _SENTENCE_END = (".", "?", "!", "。", "？", "！", "…")
 
@@ -147,9 +148,23 @@ def to_txt(finals: Iterable[Final]) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def to_json(session: str, finals: list[Final], live: bool) -> str:
+def at_turns(finals: list[Final], turns: Iterable[int]) -> list[Final]:
+    """The finals for a download, each speaker's last one closing its utterance: a speaker's
+    end is one, but that final may have gone out without ``eou`` (made final before the
+    client closed: "... for your country." and the next speaker's "in being comparatively
+    modern." made one line and one cue). ``turns``: the index of each later speaker's first
+    final. The finals themselves never change; this is a copy for rendering."""
+    out = list(finals)
+    for i in turns:
+        if 0 < i <= len(out) and not out[i - 1].eou:
+            out[i - 1] = dataclasses.replace(out[i - 1], eou=True)
+    return out
+
+
+def to_json(session: str, finals: list[Final], live: bool, turns: Iterable[int] = ()) -> str:
+    """The finals as they were sent, and ``turns``: the index of each later speaker's first."""
     return json.dumps(
         {"session": session, "live": live, "text": join_texts(f.text for f in finals),
-         "finals": [f.to_json() for f in finals]},
+         "finals": [f.to_json() for f in finals], "turns": list(turns)},
         ensure_ascii=False,
     )

@@ -1,13 +1,19 @@
 """A channel continued by a second speaker: the first speaker's end is an utterance end in the
-downloads, even when its last final came without ``eou`` (made final before the client
-closed). The real hub and subtitle builder, as the transcript download uses them."""
+downloads, even when its last final went out without ``eou`` (made final before the client
+closed), and the finals themselves stay as they were sent. The real hub, cluster directory and
+subtitle builder, as the transcript download uses them."""
 
 from __future__ import annotations
 
+import asyncio
+
 from subtitle_check import check_cues
-from whisperwire.server import subtitles
+from whisperwire.server import subtitles, wire
+from whisperwire.server.cluster_hub import Directory
 from whisperwire.server.hub import Hub
 from whisperwire.server.wire import Closed, Final, Word
+
+FIRST, SECOND = "Ask what you can do for your country.", "in being comparatively modern."
 
 
 def speaker_finals(text: str, segment: int, eou: bool) -> list[Final]:
@@ -25,16 +31,18 @@ def speak(hub: Hub, sid: str, text: str, eou: bool) -> None:
     hub.end(t, 5.0)
 
 
-def test_the_next_speaker_starts_a_new_line_and_cue():
-    first, second = "Ask what you can do for your country.", "in being comparatively modern."
+def test_the_next_speaker_starts_a_new_line_and_cue_and_no_final_changes():
     hub = Hub()
-    speak(hub, "chan", first, eou=False)  # the close added no final, so no eou
-    speak(hub, "chan", second, eou=False)
-    finals = list(hub.get("chan").finals)
-    assert subtitles.to_txt(finals) == f"{first}\n{second}\n"
+    speak(hub, "chan", FIRST, eou=False)  # the close added no final, so no eou
+    speak(hub, "chan", SECOND, eou=False)
+    t = hub.get("chan")
+    assert [f.eou for f in t.finals] == [False, False], "finals stay as they were sent"
+    assert t.turns == [1]
+    finals = subtitles.at_turns(t.finals, t.turns)
+    assert subtitles.to_txt(finals) == f"{FIRST}\n{SECOND}\n"
     srt = subtitles.to_srt(finals)
     cues = check_cues(srt, vtt=False)
-    assert [" ".join(c[2]) for c in cues] == [first, second], srt
+    assert [" ".join(c[2]) for c in cues] == [FIRST, SECOND], srt
     assert cues[1][0] >= 5.0, "the second speaker's cue is on the channel's clock"
 
 
@@ -44,31 +52,27 @@ def test_a_speaker_who_said_nothing_leaves_the_earlier_utterances_alone():
     t = hub.open("chan")  # a speaker who ends without a final
     hub.end(t, 1.0)
     speak(hub, "chan", "four five six.", eou=True)
-    finals = hub.get("chan").finals
-    assert [f.eou for f in finals] == [True, True]
-    assert subtitles.to_txt(finals) == "one two three.\nfour five six.\n"
+    t = hub.get("chan")
+    assert t.turns == [1, 1]
+    assert subtitles.to_txt(subtitles.at_turns(t.finals, t.turns)) == \
+        "one two three.\nfour five six.\n"
 
 
-def test_the_cluster_directory_breaks_at_a_speaker_too():
-    """Under Ray Serve the channel lives in the Directory actor (driven here in process): the
-    same break, in its finals and in the log late viewers replay."""
-    import asyncio
+def test_the_cluster_directory_keeps_the_turns_too():
+    """Under Ray Serve the channel lives in the Directory actor (driven here in process): its
+    snapshot, which downloads read, carries the same turns, and its finals stay as sent."""
 
-    from whisperwire.server import wire
-    from whisperwire.server.cluster_hub import Directory
-
-    first, second = "Ask what you can do for your country.", "in being comparatively modern."
-
-    async def go() -> list[Final]:
+    async def go() -> dict:
         d = Directory()
-        for text in (first, second):
+        for text in (FIRST, SECOND):
             c = await d.claim("chan", "replica-a")
             events = [wire.encode(f) for f in speaker_finals(text, len(c["finals"]), False)]
             await d.publish("chan", c["claim"], 0, events, end=5.0)
-        ch = d.channels["chan"]
-        assert [wire.decode(t) for _, t in ch.log] == [wire.decode(t) for t in ch.finals]
-        return [wire.decode(t) for t in ch.finals]  # type: ignore[misc]
+        snap = await d.snapshot("chan")
+        assert snap is not None
+        return snap
 
-    finals = asyncio.run(go())
-    assert [f.eou for f in finals] == [True, False]
-    assert subtitles.to_txt(finals) == f"{first}\n{second}\n"
+    snap = asyncio.run(go())
+    finals = [wire.decode(f) for f in snap["finals"]]
+    assert snap["turns"] == [1] and [f.eou for f in finals] == [False, False]
+    assert subtitles.to_txt(subtitles.at_turns(finals, snap["turns"])) == f"{FIRST}\n{SECOND}\n"

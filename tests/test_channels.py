@@ -56,7 +56,15 @@ def test_a_second_speaker_continues_the_channel_and_its_viewer_follows(live_serv
     starts = [s["start"] for s in tr["finals"]]
     assert starts == sorted(starts)
     assert starts[len(f1)] >= m1[-1].audio_seconds - 1e-3, "speaker 2 starts after speaker 1"
-    check_cues(httpx.get(f"{live_server.http}/v1/sessions/{sid}/transcript.srt").text, vtt=False)
+    cues = check_cues(httpx.get(f"{live_server.http}/v1/sessions/{sid}/transcript.srt").text,
+                      vtt=False)
+    assert tr["turns"] == [len(f1)]
+    assert [f["eou"] for f in tr["finals"]] == [f.eou for f in f1 + f2], "finals as sent"
+    # each speaker's text starts its own line and cue, also when the first one's last final
+    # went out without eou (jfk then LJ: "... for your country. in being comparatively modern.")
+    txt = httpx.get(f"{live_server.http}/v1/sessions/{sid}/transcript.txt").text
+    assert any(line.startswith(f2[0].text.strip()) for line in txt.splitlines()), txt
+    assert any(" ".join(c[2]).split()[0] == f2[0].text.split()[0] for c in cues)
     assert run(still_open(live_server.url, sid, 1.0)), "an ended channel keeps its viewers"
 
 
