@@ -58,11 +58,23 @@ class RedactTokens(logging.Filter):
         if isinstance(record.msg, str):
             record.msg = redact(record.msg)
         if isinstance(record.args, tuple):
-            record.args = tuple(redact(a) if isinstance(a, str) else a for a in record.args)
+            record.args = _redact_args(record.args)
         elif isinstance(record.args, dict):
             record.args = {k: redact(v) if isinstance(v, str) else v
                            for k, v in record.args.items()}
         return True
+
+
+def _redact_args(args: tuple) -> tuple:
+    """Each string argument redacted, and the whole value after an ``authorization`` name:
+    websockets logs a request header as ``"< %s: %s", name, value``, so "Token X" comes
+    without the name that says it is a credential."""
+    out = []
+    for i, a in enumerate(args):
+        secret = i and isinstance(args[i - 1], str) and args[i - 1].lower() == "authorization"
+        out.append("***" if secret and isinstance(a, str) else
+                   redact(a) if isinstance(a, str) else a)
+    return tuple(out)
 
 
 _FILTER = RedactTokens()

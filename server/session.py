@@ -347,7 +347,9 @@ def _squeezed_runs(prefix: list[str], out: list[Word], keys: list[str]) -> set[i
     the word after it that ends the decode on the prefix's last units, stretched over what was
     left of the window ("Ask not what your country can do for" at 7.66-7.66 s and "you." at
     7.66-7.74 s, "... can do for you." final). A run that says something else may be speech
-    the aligner could not place (en-01: "right? Yeah. It" squeezed, and said)."""
+    the aligner could not place (en-01: "right? Yeah. It" squeezed, and said); so may one
+    that says a few of the prefix's words without reaching its end ("I said" ... "I said
+    no")."""
     gone: set[int] = set()
     tail = prefix[-2 * REREAD_UNITS :]
     i = 0
@@ -357,14 +359,29 @@ def _squeezed_runs(prefix: list[str], out: list[Word], keys: list[str]) -> set[i
             j += 1
         if j - i >= SQUEEZED_RUN:
             run = keys[i:j]
-            if any(tail[t] == run[k] and _reads_on(tail[t:], run[k:])
-                   for k in (0, 1) for t in range(len(tail)) if len(run) - k >= SQUEEZED_RUN):
+            if any(tail[t] == run[k] and _says_to_end(tail[t:], run[k:]) >= SQUEEZED_RUN
+                   for k in (0, 1) for t in range(len(tail))):
                 gone |= {id(w) for w in out[i:j]}
             elif j == len(out) - 1 and len(prefix) >= SAME_END \
                     and keys[-SAME_END:] == prefix[-SAME_END:]:
                 gone |= {id(w) for w in out[i:]}
         i = j + 1
     return gone
+
+
+def _says_to_end(tail: list[str], keys: list[str], slips: int = 1) -> int:
+    """How many of ``tail``'s units ``keys`` say, if they say it to its end but for ``slips``
+    units left out, put in or misheard; -1 if they stop short or say something else."""
+    j = 0
+    while j < len(tail) and j < len(keys) and tail[j] == keys[j]:
+        j += 1
+    if j == len(tail):
+        return j
+    if j == len(keys) or not slips:
+        return -1
+    rest = max(_says_to_end(tail[j + a :], keys[j + b :], slips - 1)
+               for a, b in ((1, 0), (0, 1), (1, 1)))
+    return j + rest if rest >= 0 else -1
 
 
 def _squeezed(w: Word) -> bool:

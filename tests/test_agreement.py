@@ -126,3 +126,13 @@ def test_a_number_the_next_word_agrees_after_is_final_with_it():
     b.commit_agreed()
     b.insert(words("in 2019 we grow"))
     assert join_words(b.commit_agreed()) == "in 2019 we"
+
+
+def test_a_number_in_unspaced_text_waits_whole():
+    """Full-width digits are units of their own (the CJK split): all of the number waits, not
+    only its last digit ("２０" final and then "１９年" would be "２０１９年" read in two)."""
+    b = HypothesisBuffer()
+    for _ in range(2):
+        b.insert([Word("我们在２０", 0.0, 1.0, 0.9)])
+        got = b.commit_agreed()
+    assert join_words(got) == "我们在"

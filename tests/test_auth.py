@@ -100,3 +100,21 @@ def test_uvicorn_access_lines_are_redacted_and_still_formatted():
     text = buf.getvalue()
     assert "SECRET" not in text
     assert "GET /v1/sessions/a/transcript.txt?token=" in text and " 200" in text
+
+
+@pytest.mark.parametrize("key, value", [
+    ("authorization", "Token SECRET"), ("Authorization", "Bearer SECRET"),
+    ("sec-websocket-protocol", "token, SECRET"),
+    ("Sec-WebSocket-Protocol", "realtime, openai-insecure-api-key.SECRET"),
+])
+def test_request_headers_logged_as_arguments_are_redacted(key, value):
+    """websockets logs each request header at debug level as ``"< %s: %s", key, value``: the
+    name and the value are separate arguments, so a rule that needs both in one string (the
+    Authorization header's) never saw "Token SECRET"."""
+    from whisperwire.server.logs import RedactTokens
+
+    record = logging.LogRecord("websockets.server", logging.DEBUG, __file__, 1, "< %s: %s",
+                               (key, value), None)
+    RedactTokens().filter(record)
+    out = record.getMessage()
+    assert "SECRET" not in out and out.startswith(f"< {key}: ")

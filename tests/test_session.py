@@ -1726,3 +1726,36 @@ def test_a_re_read_of_the_prefix_squeezed_into_no_time_is_not_final_again(decode
     events += s.events()
     words = [w.word.strip().rstrip("~") for f in finals(events) for w in f.words]
     assert words == [t for t, _, _ in truth]
+
+
+def squeezed(text: str, at: float = 5.0) -> list[Word]:
+    return [Word(" " + w, at, at, 0.8) for w in text.split()]
+
+
+@pytest.mark.parametrize("prefix, run, gone", [
+    # Whisper reading the prefix's end again, its first word new or misheard: not speech
+    ("and so my fellow american", "asp and so my fellow americans", True),
+    ("so my fellow americans ask not", "and so my fellow americans ask not", True),
+    # squeezed words that say something else may be speech the aligner could not place
+    ("and i said that we should leave now", "i said no", False),
+    ("i really want to go", "to be honest", False),
+    ("we went to the park yesterday and", "and it was fun", False),
+    ("the cat sat on the mat", "the dog sat", False),
+    ("so what do you think about it", "it is great", False),
+    ("he said the park is very big", "big thank you", False),
+])
+def test_a_squeezed_run_is_dropped_only_where_it_reads_the_prefix_end_again(prefix, run, gone):
+    from whisperwire.server.session import _squeezed_runs
+
+    out = squeezed(run) + [Word(" next", 5.0, 5.4, 0.9)]
+    keys = run.split() + ["next"]
+    assert bool(_squeezed_runs(prefix.split(), out, keys)) == gone
+
+
+def test_a_squeezed_chinese_word_is_not_a_run_of_characters_to_drop():
+    from whisperwire.server.agreement import split_units
+    from whisperwire.server.session import _squeezed_runs
+
+    out = split_units([Word("大家好", 5.0, 5.0, 0.8), Word("，我们", 5.0, 5.6, 0.9)])
+    keys = [w.word.strip("，") for w in out]
+    assert _squeezed_runs(list("他说公园很大"), out, keys) == set()

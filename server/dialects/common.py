@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import io
+import itertools
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -28,7 +30,9 @@ if TYPE_CHECKING:
     from ..app import WhisperWire
 
 __all__ = ["G711", "FileResult", "check_speaker", "decode_file", "g711_to_float", "load_media",
-           "read_media", "speaker_token"]
+           "off_loop", "read_media", "speaker_token"]
+
+T = TypeVar("T")
 
 
 def speaker_token(headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
@@ -95,7 +99,8 @@ def read_media(data: bytes, max_seconds: float, rate: int = MODEL_RATE) -> np.nd
             _check_stream(container, max_seconds)
             resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
             held = 0
-            for frame in (*container.decode(audio=0), None):
+            # lazily: decoding stops at the limit (a tuple of them would decode all first)
+            for frame in itertools.chain(container.decode(audio=0), [None]):
                 for o in resampler.resample(frame):
                     chunks.append(o.to_ndarray().reshape(-1))
                     held += len(chunks[-1])
@@ -123,10 +128,20 @@ def _check_stream(container: Any, max_seconds: float) -> None:
         raise ClientError("file_too_long", f"files are limited to {max_seconds:.0f} s of audio")
 
 
+# Files are decoded on threads of their own: decoding a long one takes seconds, and neither
+# the event loop nor the default executor (the worker pool's decode round trips) may wait for
+# it; two at a time, the rest queue.
+_MEDIA = ThreadPoolExecutor(max_workers=2, thread_name_prefix="whisperwire-media")
+
+
+async def off_loop(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` on a media thread."""
+    return await asyncio.get_running_loop().run_in_executor(_MEDIA, fn, *args)
+
+
 async def load_media(data: bytes, max_seconds: float) -> np.ndarray:
-    """:func:`read_media` on a worker thread: decoding a long file takes seconds, and other
-    sessions' captions must not wait for it."""
-    return await asyncio.to_thread(read_media, data, max_seconds)
+    """:func:`read_media` on a media thread."""
+    return await off_loop(read_media, data, max_seconds)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ follow a Deepgram stream like any other.
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import dataclasses
 import datetime
@@ -33,7 +32,7 @@ from ..listen import ListenConnection
 from ..vad import SpeechStart, VadSegmenter, webrtc_classifier
 from ..wer import normalize
 from .common import (FileResult, check_speaker, decode_file, g711_to_float, load_media,
-                     speaker_token)
+                     off_loop, speaker_token)
 from .deepgram_params import DeepgramOptions, parse_options
 
 if TYPE_CHECKING:
@@ -360,7 +359,7 @@ async def listen_file(server: WhisperWire, request: Request) -> Response:
             raise ClientError("unsupported_parameter", "fetching audio from a URL is not "
                               "supported; POST the audio bytes instead")
         data = await _body(request, MAX_FILE_BYTES)
-        audio = (await asyncio.to_thread(_raw_audio, data, opts, server.config.max_session_s)
+        audio = (await off_loop(_raw_audio, data, opts, server.config.max_session_s)
                  if "encoding" in q else await load_media(data, server.config.max_session_s))
         created = datetime.datetime.now(datetime.timezone.utc)
         res = await decode_file(server, token, audio,
