@@ -151,6 +151,8 @@ class CaptionPrinter:
             self._write(self.flow.partial(m.text))
         elif isinstance(m, wire.Final):
             self._write(self.flow.final(m.text, m.start, m.end))
+        elif isinstance(m, wire.Closed):  # a speaker's end ends its line (the next one's
+            self._write(self.flow.end())  # first final may come within a pause's time)
         elif isinstance(m, wire.Error):
             self._write(self.flow.end())
             print(f"whisperwire: {server_error_sentence(m)}", file=sys.stderr)

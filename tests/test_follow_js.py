@@ -164,3 +164,18 @@ def test_viewer_page_gives_up_after_bounded_drops(browser):
     assert len(server.routes) == 1 + 8, "eight tries after the drop, then it says so"
     assert "Reload" in page.inner_text("[data-testid=message]")
     page.close()
+
+
+def test_viewer_page_starts_a_new_line_for_the_next_speaker(browser):
+    """The last speaker's last final may have gone out without ``eou`` (made final before it
+    closed): the ``closed`` between two speakers ends the line all the same."""
+    open_final = json.dumps({"type": "final", "segment": 0, "text": "and the others", "start": 0,
+                             "end": 1, "words": [], "eou": False})
+    page, server = open_page(browser, "/?view=s", [[open_final, CLOSED]])
+    finals = lambda: page.inner_text("[data-testid=finals]")
+    wait_for(lambda: "speaker stopped" == page.inner_text("[data-testid=status]"), 10,
+             "the page to say the speaker stopped", page=page)
+    server.send(final(1, "in being comparatively modern."))
+    wait_for(lambda: "modern" in finals(), 5, "the next speaker", page=page)
+    assert finals().splitlines()[:2] == ["and the others", "in being comparatively modern."]
+    page.close()

@@ -132,3 +132,21 @@ def test_real_speech_prints_as_a_few_full_lines(live_server):
     n_words = sum(len(references()[n].split()) for n in names)
     assert all(len(line) <= 80 for line in lines)
     assert len(lines) <= n_words / 8, lines  # ~13 words a full line; sentence ends break early
+
+
+def test_a_viewer_starts_a_new_line_when_the_speaker_ends():
+    """A channel's next speaker may start right where the last one's audio ended (its first
+    final within the pause that breaks a line), and the last one's final may have had no
+    ``eou``: the ``closed`` between them ends the line."""
+    import io
+
+    from whisperwire.client.printer import CaptionPrinter
+    from whisperwire.server.wire import Closed
+
+    out = io.StringIO()
+    p = CaptionPrinter(out=out)
+    p(Final(0, "and the others", 9.0, 10.0, (), False))
+    p(Closed("client_close", 10.2))
+    p(Final(1, "in being comparatively modern.", 10.3, 11.5, (), False))
+    p.close()
+    assert out.getvalue().splitlines() == ["and the others", "in being comparatively modern."]

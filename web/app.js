@@ -37,6 +37,12 @@ function appendFinal(m) {
   $("partial").textContent = "";
 }
 
+function endLine() {
+  const f = $("finals");
+  if (f.textContent && !f.textContent.endsWith("\n")) f.append(document.createTextNode("\n"));
+  $("partial").textContent = "";
+}
+
 function showPartial(m) {
   const f = $("finals").textContent;
   $("partial").textContent = (m.text && f && !f.endsWith("\n") && needsSpace(f, m.text) ? " " : "") + m.text;
@@ -201,6 +207,7 @@ function watch(session) {
     onMessage: (m) => {
       if (m.type === "error") return;  // a refusal, said when the socket closes
       if (m.type === "closed") {  // the socket stays open: a speaker may continue the session
+        endLine();  // the next speaker starts a line (the last final may have had no eou)
         setStatus("speaker stopped", "idle");
         say("The speaker stopped; captions continue here if they start again.");
         return;
