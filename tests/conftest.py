@@ -33,6 +33,20 @@ def s16(x: np.ndarray) -> bytes:
     return (np.clip(x, -1, 1) * 32767).astype("<i2").tobytes()
 
 
+def wav_bytes(x: np.ndarray, rate: int = 16000) -> bytes:
+    """float32 audio as a 16-bit mono WAV file, as an upload sends it."""
+    import io
+    import wave
+
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(s16(x))
+    return buf.getvalue()
+
+
 def espeak(text: str, rate: int = 16000) -> np.ndarray:
     """Synthetic speech from espeak-ng, as float32 at ``rate``."""
     exe = shutil.which("espeak-ng")

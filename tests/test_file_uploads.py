@@ -8,26 +8,15 @@ import asyncio
 import io
 import struct
 import time
-import wave
 
 import httpx
 import numpy as np
 import pytest
-from conftest import load16k, s16
+from conftest import load16k, wav_bytes
 from whisperwire.server.dialects.common import MIN_FILE_RATE, read_media
 from whisperwire.server.dialects.openai_audio import MAX_FILE_BYTES, _form
 from whisperwire.server.errors import ClientError
 from starlette.requests import Request
-
-
-def wav(x: np.ndarray, rate: int = 16000) -> bytes:
-    buf = io.BytesIO()
-    with wave.open(buf, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(s16(x))
-    return buf.getvalue()
 
 
 def relabelled(data: bytes, rate: int) -> bytes:
@@ -36,7 +25,7 @@ def relabelled(data: bytes, rate: int) -> bytes:
 
 
 def test_a_header_that_says_1_hz_is_refused_before_anything_is_decoded():
-    data = relabelled(wav(load16k("jfk.wav")[: 16000 * 2]), 1)  # 64 kB: 32,000 "seconds"
+    data = relabelled(wav_bytes(load16k("jfk.wav")[: 16000 * 2]), 1)  # 64 kB: 32,000 "seconds"
     t0 = time.monotonic()
     with pytest.raises(ClientError) as e:
         read_media(data, max_seconds=14400)
@@ -47,9 +36,9 @@ def test_a_header_that_says_1_hz_is_refused_before_anything_is_decoded():
 def test_a_file_longer_than_a_session_is_refused_and_a_shorter_one_read_whole():
     x = load16k("jfk.wav")
     with pytest.raises(ClientError) as e:
-        read_media(wav(x), max_seconds=5)
+        read_media(wav_bytes(x), max_seconds=5)
     assert e.value.code == "file_too_long"
-    got = read_media(wav(x), max_seconds=60)
+    got = read_media(wav_bytes(x), max_seconds=60)
     assert got.dtype == np.float32 and abs(len(got) - len(x)) < 160
 
 
@@ -85,7 +74,7 @@ def test_a_chunked_upload_is_refused_once_past_the_limit_not_after_it_all_came()
 @pytest.mark.parametrize("path", ["/v1/audio/transcriptions", "/deepgram/v1/listen"])
 def test_a_1_hz_upload_is_refused_at_once_by_both_file_apis(live_server, path):
     """100 kB of WAV labelled 1 Hz took 12 s, 9.7 GB of memory and the event loop with it."""
-    data = relabelled(wav(load16k("jfk.wav")[: 16000 * 2]), 1)
+    data = relabelled(wav_bytes(load16k("jfk.wav")[: 16000 * 2]), 1)
     t0 = time.monotonic()
     if path.startswith("/deepgram"):
         r = httpx.post(live_server.http + path, content=data, timeout=60,
@@ -107,7 +96,7 @@ def test_a_file_whose_header_understates_its_length_is_read_only_up_to_the_limit
     gathered into a tuple before the first check): how much of the file is read says so."""
     import whisperwire.server.dialects.common as common
 
-    data = wav(np.tile(load16k("jfk.wav"), 6))  # 66 s
+    data = wav_bytes(np.tile(load16k("jfk.wav"), 6))  # 66 s
     monkeypatch.setattr(common, "_check_stream", lambda container, max_seconds: None)
     read = {"bytes": 0}
 

@@ -4,30 +4,18 @@ OpenAI's shape, and /v1/models. Real server, model and speech."""
 
 from __future__ import annotations
 
-import io
-import wave
 
 import httpx
 import numpy as np
 import openai
 import pytest
-from conftest import load16k, references, s16
+from conftest import load16k, references, wav_bytes
 from subtitle_check import check_cues
 from whisperwire.server.wer import normalize, wer
 
 pytestmark = pytest.mark.e2e
 
 NAMES = ["LJ001-0006.wav", "LJ001-0007.wav"]
-
-
-def wav_bytes(x: np.ndarray, rate: int = 16000) -> bytes:
-    buf = io.BytesIO()
-    with wave.open(buf, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(s16(x))
-    return buf.getvalue()
 
 
 @pytest.fixture(scope="module")

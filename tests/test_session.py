@@ -88,6 +88,21 @@ def drive_flat(session, decoder, audio):
     return events
 
 
+def drive_finalizing(session, decoder, audio, chunk):
+    """A client that sends ``finalize`` after every ``chunk`` samples, decoding as asked."""
+    events = []
+    for i in range(0, len(audio), chunk):
+        session.feed_audio(audio[i : i + chunk])
+        session.finalize()
+        while (req := session.next_decode()) is not None:
+            session.decoded(req.id, decoder(req))
+        events += session.events()
+    session.finish()
+    while (req := session.next_decode()) is not None:
+        session.decoded(req.id, decoder(req))
+    return events + session.events()
+
+
 def finals(events):
     return [e for e in events if isinstance(e, Final)]
 
@@ -463,17 +478,7 @@ def test_finalize_every_few_ms_loses_nothing_and_waits_for_enough_audio():
     audio, truth = make_stream(24, pause_every=6)
     s = StreamSession(StreamOptions(), energy_vad())
     dec = ScriptedDecoder(truth)
-    events = []
-    for i in range(0, len(audio), 800):
-        s.feed_audio(audio[i : i + 800])
-        s.finalize()
-        while (req := s.next_decode()) is not None:
-            s.decoded(req.id, dec(req))
-        events += s.events()
-    s.finish()
-    while (req := s.next_decode()) is not None:
-        s.decoded(req.id, dec(req))
-    events += s.events()
+    events = drive_finalizing(s, dec, audio, 800)
     assert s.flushed
     # a forced final takes a word cut by the window's end as it was heard ("w1~"), once
     words = [w.word.strip().rstrip("~") for f in finals(events) for w in f.words]
@@ -1712,18 +1717,7 @@ class RereadsBeforeNewWordsDecoder(ScriptedDecoder):
 def test_a_re_read_of_the_prefix_squeezed_into_no_time_is_not_final_again(decoder):
     audio, truth = make_stream(24, pause_every=6, pause_s=1.5)
     s = StreamSession(StreamOptions(), energy_vad())
-    dec = decoder(truth)
-    events = []
-    for i in range(0, len(audio), 320):  # finalize after every 20 ms
-        s.feed_audio(audio[i : i + 320])
-        s.finalize()
-        while (req := s.next_decode()) is not None:
-            s.decoded(req.id, dec(req))
-        events += s.events()
-    s.finish()
-    while (req := s.next_decode()) is not None:
-        s.decoded(req.id, dec(req))
-    events += s.events()
+    events = drive_finalizing(s, decoder(truth), audio, 320)  # finalize after every 20 ms
     words = [w.word.strip().rstrip("~") for f in finals(events) for w in f.words]
     assert words == [t for t, _, _ in truth]
 
