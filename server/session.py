@@ -323,17 +323,21 @@ def _drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str]
     return kept_w, kept_k
 
 
-def _unsaid(req: DecodeRequest, out: list[Word]) -> set[int]:
+def _unsaid(req: DecodeRequest, out: list[Word], tail: list[str]) -> set[int]:
     """The words at the end of a decode that the aligner could not place in the audio (by
     ``id``: two squeezed words may be equal): two or more squeezed to no duration were not said
     (Whisper continues its prompt over silence). One such word that Whisper itself doubts is
     not either, at the end of a decode whose words all become final: no later decode can
-    confirm it ("answer now?" then "No.", p=0.07)."""
+    confirm it ("answer now?" then "No.", p=0.07); nor, doubted less, one that says a word of
+    ``tail`` (the final text's last units) again ("... Asp. What you can do. For your
+    country." final, then "Asp." at 10.97-10.97 s, p=0.36, over the silence after jfk)."""
     n = len(out)
     while n and _squeezed(out[n - 1]):
         n -= 1
-    if len(out) - n >= 2 or (req.final and n < len(out)
-                             and out[-1].probability < SQUEEZED_PROBABILITY):
+    last = out[-1] if out else None
+    if len(out) - n >= 2 or (req.final and last is not None and n < len(out) and (
+            last.probability < SQUEEZED_PROBABILITY
+            or (last.probability < ECHO_PROBABILITY and unit_key(last.word) in tail))):
         return {id(w) for w in out[n:]}
     return set()
 
@@ -349,7 +353,9 @@ def _squeezed_runs(prefix: list[str], out: list[Word], keys: list[str]) -> set[i
     7.66-7.74 s, "... can do for you." final). A run that says something else may be speech
     the aligner could not place (en-01: "right? Yeah. It" squeezed, and said); so may one
     that says a few of the prefix's words without reaching its end ("I said" ... "I said
-    no")."""
+    no"). Where the words after a re-read say the decode's new words again from their start,
+    that is a second reading and goes too ("Asp." at 3.38-3.74 s, the re-read at 3.74-3.74 s,
+    then "Asp." at 3.74-3.84 s: "Asp. Asp." final, jfk under load); what follows it stays."""
     gone: set[int] = set()
     tail = prefix[-2 * REREAD_UNITS :]
     i = 0
@@ -361,12 +367,24 @@ def _squeezed_runs(prefix: list[str], out: list[Word], keys: list[str]) -> set[i
             run = keys[i:j]
             if any(tail[t] == run[k] and _says_to_end(tail[t:], run[k:]) >= SQUEEZED_RUN
                    for k in (0, 1) for t in range(len(tail))):
-                gone |= {id(w) for w in out[i:j]}
+                gone |= {id(w) for w in out[i : _said_again(keys, i, j)]}
             elif j == len(out) - 1 and len(prefix) >= SAME_END \
                     and keys[-SAME_END:] == prefix[-SAME_END:]:
                 gone |= {id(w) for w in out[i:]}
         i = j + 1
     return gone
+
+
+def _said_again(keys: list[str], i: int, j: int) -> int:
+    """Where the words from ``j`` on stop saying ``keys[:i]`` (the decode's new words before a
+    re-read at ``i:j``) again from their start, once or more; ``j`` if they do not."""
+    while True:
+        n = 0
+        while n < i and j + n < len(keys) and keys[j + n] == keys[n]:
+            n += 1
+        if n == 0:
+            return j
+        j += n
 
 
 def _says_to_end(tail: list[str], keys: list[str], slips: int = 1) -> int:
@@ -1145,14 +1163,14 @@ class StreamSession:
         lapsed = req.task == "translate" and any(is_unspaced(c) for w in out for c in w.word)
         if lapsed:
             out = [w for w in out if not any(is_unspaced(c) for c in w.word)]
-        unsaid = _unsaid(req, out)  # they go after the loop cut (below)
         keys = [unit_key(w.word) for w in out]
         # what is already final in the window: the forced prefix, or, when a retry went without
         # it, the final words Whisper hears again ("Gator loves China" final; then "Gator
         # Love's China. Jumanjo" with "China." squeezed past its audio)
         said = req.prefix or join_words(_from(committed or [], req.offset))
         prefix = [unit_key(x) for x in text_units(said)]
-        unsaid |= _squeezed_runs(prefix, out, keys)
+        # words nothing in the audio says: they go after the loop cut (below)
+        unsaid = _unsaid(req, out, prefix[-REREAD_UNITS:]) | _squeezed_runs(prefix, out, keys)
         # Whisper re-reading the phrase that ends its prefix, wherever the aligner put it (often
         # squeezed into the window's last instant, past the final audio)
         skip = max(repeated_head(prefix, keys), restarted_head(prefix, keys))

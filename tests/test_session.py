@@ -1753,3 +1753,41 @@ def test_a_squeezed_chinese_word_is_not_a_run_of_characters_to_drop():
     out = split_units([Word("大家好", 5.0, 5.0, 0.8), Word("，我们", 5.0, 5.6, 0.9)])
     keys = [w.word.strip("，") for w in out]
     assert _squeezed_runs(list("他说公园很大"), out, keys) == set()
+
+
+class EchoesOverTheEndDecoder(ScriptedDecoder):
+    """A final decode that hears no new word says one word of its prefix again (a few words
+    back, not the last), doubted and squeezed into the window's last instant (jfk with
+    ``finalize`` after every 20 ms: "... Asp. What you can do. For your country." final, then
+    "Asp." at 10.97-10.97 s, p=0.36-0.42, over the silence after the last word)."""
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        good = super().__call__(req)
+        said = req.prefix.split()
+        if not req.final or good.words or len(said) < 5:
+            return good
+        end = req.duration - 0.03
+        words = (Word(" " + said[-4], end, end, 0.4),)
+        return DecodeResult(words, words[0].word, 0.2, -0.6, 1.0)
+
+
+def test_a_doubted_echo_squeezed_over_the_end_is_not_said():
+    audio, truth = make_stream(24, pause_every=6, pause_s=1.5)
+    s = StreamSession(StreamOptions(), energy_vad())
+    events = drive_finalizing(s, EchoesOverTheEndDecoder(truth), audio, 320)
+    words = [w.word.strip().rstrip("~") for f in finals(events) for w in f.words]
+    assert words == [t for t, _, _ in truth]
+
+
+def test_a_second_reading_after_a_squeezed_re_read_goes_with_it():
+    """jfk with ``finalize`` after every 20 ms, under load (traced): "Asp." at 3.38-3.74 s, the
+    final "and so my fellow American" read again at 3.74-3.74 s, then "Asp." once more at
+    3.74-3.84 s, which became final as "Asp. Asp."; what comes after a second reading stays."""
+    from whisperwire.server.session import _squeezed_runs
+
+    prefix = "and so my fellow american".split()
+    out = ([Word(" Asp.", 3.38, 3.74, 0.42)] + squeezed("And so my fellow Americans.", 3.74)
+           + [Word(" Asp.", 3.74, 3.84, 0.89), Word(" not", 4.18, 4.42, 0.5)])
+    keys = ["asp", "and", "so", "my", "fellow", "americans", "asp", "not"]
+    gone = _squeezed_runs(prefix, out, keys)
+    assert [w.word for w in out if id(w) not in gone] == [" Asp.", " not"]
