@@ -186,3 +186,16 @@ def test_compute_types_bench_times_every_type_this_cpu_offers(tmp_path):
         if r["compute_type"] == "int8":
             assert r["same_text_as_int8"] == 1
     assert "| int8 | 2 |" in (tmp_path / "ct.md").read_text()
+
+
+@pytest.mark.timeout(120)
+def test_finalize_spam_bench_counts_repeats_against_jfk(tmp_path):
+    """One run of the finalize-after-every-frame client: its finals hold jfk's words and the
+    table says how many runs repeated a phrase (a rate, so no bar on one draw)."""
+    from bench import finalize_spam
+
+    assert finalize_spam.main(["--runs", "1", "--name", "fs", "--out", str(tmp_path)]) == 0
+    res = json.loads((tmp_path / "fs.json").read_text())
+    (row,) = res["rows"]
+    assert res["reference_words"] == 22 and row["words"] >= 15 and row["repeated_trigrams"] >= 0
+    assert "Runs with a repeated phrase:" in (tmp_path / "fs.md").read_text()
