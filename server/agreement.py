@@ -147,7 +147,7 @@ class HypothesisBuffer:
             n += 1
         while n and _growing(self._new[n - 1]):  # the number's units, back to its first
             n -= 1
-            if n == 0 or self._new[n].word[:1].isspace() or not _growing(self._new[n - 1]):
+            if self._new[n].word[:1].isspace():
                 break
         commit = self._take(n)
         self._previous = list(self._new)

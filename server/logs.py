@@ -71,7 +71,7 @@ def _redact_args(args: tuple) -> tuple:
     without the name that says it is a credential."""
     out = []
     for i, a in enumerate(args):
-        secret = i and isinstance(args[i - 1], str) and args[i - 1].lower() == "authorization"
+        secret = i > 0 and isinstance(args[i - 1], str) and args[i - 1].lower() == "authorization"
         out.append("***" if secret and isinstance(a, str) else
                    redact(a) if isinstance(a, str) else a)
     return tuple(out)

@@ -355,7 +355,7 @@ class RealtimeConnection(ListenConnection):
                 raise ClientError("invalid_prompt", "prompt must be a string")
             if len(prompt) > 1000:
                 raise ClientError("invalid_prompt", "prompt is limited to 1000 characters")
-            self.session.user_prompt = str(prompt)
+            self.session.user_prompt = prompt
         if tr.get("model"):
             if not isinstance(tr["model"], str) or len(tr["model"]) > 200:
                 raise ClientError("invalid_session", "transcription.model must be a model name")
