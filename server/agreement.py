@@ -11,6 +11,8 @@ changes from the original:
   still agree; the newer hypothesis's form is the one committed.
 * A number is never the last unit agreement commits: it may still grow ("14" before "fifty-five"
   is heard), so it waits for the word after it.
+* Optionally (``alone_until``), the units of the newer hypothesis that end well before its window's
+  end need no second opinion (AlignAtt's idea): for steps under load, which come far apart.
 
 Pure: words in, committed words out; times are stream seconds.
 """
@@ -117,8 +119,10 @@ class HypothesisBuffer:
 
     def commit_agreed(self, until: float = float("inf"), min_probability: float = 0.0,
                       unsure_until: float = float("inf"), checked_until: float = -1.0,
-                      stuck_until: float = float("-inf")) -> list[Word]:
-        """Commit the longest prefix on which the last two hypotheses agree, up to the units
+                      stuck_until: float = float("-inf"),
+                      alone_until: float = float("-inf")) -> list[Word]:
+        """Commit the longest prefix on which the last two hypotheses agree (or that the newer
+        one alone holds, up to the units that end by ``alone_until``), up to the units
         that end by stream time ``until``, and before the first unit the newer hypothesis
         gives less than ``min_probability`` (and never ending on a number, see
         :func:`_growing`): agreement commits a doubted unit only once it
@@ -130,10 +134,15 @@ class HypothesisBuffer:
         n = 0
         self.undecided_end = None
         self.doubted = None
-        for a, b in zip(self._previous, self._new):
+        for i, b in enumerate(self._new):
             if b.end > until:
                 break
-            if unit_key(a.word) != unit_key(b.word):
+            a = self._previous[i] if i < len(self._previous) else None
+            if b.end <= alone_until:
+                pass  # no second opinion needed
+            elif a is None:
+                break
+            elif unit_key(a.word) != unit_key(b.word):
                 if b.end > checked_until:
                     self.doubted = (b.end, True)
                 if checked_until < b.end <= stuck_until:

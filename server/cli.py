@@ -97,6 +97,7 @@ def _serve(args: argparse.Namespace) -> int:
         stream=StreamOptions(step_ms=args.step_ms, overlap_ms=args.overlap_ms,
                              busy_overlap_ms=args.busy_overlap_ms,
                              slow_hold_ms=args.slow_hold_ms,
+                             busy_alone_ms=args.busy_alone_ms,
                              slow_careful_context_ms=args.slow_careful_context_ms,
                              holdback_ms=args.holdback_ms,
                              tail_check_ms=args.tail_check_ms,
@@ -216,6 +217,9 @@ def _policy_flags(g) -> None:  # type: ignore[no-untyped-def]
     g.add_argument("--slow-hold-ms", type=int, default=StreamOptions.slow_hold_ms,
                    help="... and for this much audio after a stream's own step lagged (more "
                         "than --step-ms of audio arrived while it decoded; 0: never)")
+    g.add_argument("--busy-alone-ms", type=int, default=StreamOptions.busy_alone_ms,
+                   help="... and such a step makes final, without a second step agreeing, "
+                        "the words that end this long before its window's end (0: never)")
     g.add_argument("--slow-careful-context-ms", type=int,
                    default=StreamOptions.slow_careful_context_ms,
                    help="... and the committed speech careful decodes (utterance ends, checks) "

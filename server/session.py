@@ -76,6 +76,11 @@ class StreamOptions:
     # a reconnect's backlog) can, as a busy engine would. Not in two-model mode, where the main
     # model is slower than the steps by design and the draft gives the partials.
     slow_hold_ms: int = 2000
+    # A busy step (above) makes final from its one hypothesis the words that end this long
+    # before its window's end, without waiting for the next step to agree (AlignAtt's idea:
+    # what Whisper heard with that much audio after it rarely changes). Under load the next
+    # step comes late, so agreement costs a whole round of every stream's steps. 0: never.
+    busy_alone_ms: int = 0
     careful_context_ms: int = 10000  # the same for careful decodes (finals without agreement)
     # ... and while a lone stream's own steps lag (``slow_hold_ms``, the engine not busy): a
     # slow CPU read its utterance ends with 8-10 s of context at 1.8 s each, one after the
@@ -1015,9 +1020,12 @@ class StreamSession:
         else:
             if duration * 1000 >= self.opt.commit_after_ms and not unsure:
                 until = win_end - self.opt.holdback_ms / 1000
+                alone = win_end - self.opt.busy_alone_ms / 1000 if (
+                    busy_step and self.opt.busy_alone_ms) else float("-inf")
                 agreed = u.buffer.commit_agreed(until, self.opt.commit_probability,
                                                 win_end - self.opt.unsure_wait_ms / 1000,
-                                                u.checked_to, self._stuck_until(win_end))
+                                                u.checked_to, self._stuck_until(win_end),
+                                                alone_until=alone)
                 self._emit_final(agreed, eou=False)
                 u.check_until = u.buffer.undecided_end
             else:

@@ -136,3 +136,28 @@ def test_a_number_in_unspaced_text_waits_whole():
         b.insert([Word("我们在２０", 0.0, 1.0, 0.9)])
         got = b.commit_agreed()
     assert join_words(got) == "我们在"
+
+
+def test_words_well_before_the_window_end_need_no_second_hypothesis_when_alone_until_says():
+    """Under load (steps far apart) one hypothesis makes final the words that end by
+    ``alone_until``, far enough from the window's end that more audio rarely changes them;
+    doubted words and a number at the edge still wait, and later words still need agreement."""
+    b = HypothesisBuffer()
+    b.insert(words("so my fellow Americans ask"))  # ends 0.3, 0.6, 0.9, 1.2, 1.5
+    assert join_words(b.commit_agreed(alone_until=0.95)) == "so my fellow"
+    b.insert(words("Americans, do not", t0=0.9))  # agrees on "Americans": the rest waits
+    assert join_words(b.commit_agreed(alone_until=0.95)) == "Americans,"
+    # a doubted word stops it, as it stops agreement
+    b = HypothesisBuffer()
+    doubted = words("so my fellow")
+    doubted[1] = Word(" my", 0.3, 0.6, 0.1)
+    b.insert(doubted)
+    assert join_words(b.commit_agreed(min_probability=0.3, alone_until=1.0)) == "so"
+    # a number at its edge waits for the word after it
+    b = HypothesisBuffer()
+    b.insert(words("of about 14 fifty"))
+    assert join_words(b.commit_agreed(alone_until=0.95)) == "of about"
+    # with no ``alone_until`` nothing changes: one hypothesis commits nothing
+    b = HypothesisBuffer()
+    b.insert(words("so my fellow Americans ask"))
+    assert b.commit_agreed() == []
