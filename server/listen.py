@@ -312,6 +312,7 @@ class ListenConnection:
         """Everything heard so far becomes final (the session goes on)."""
         if not self.decode_failed:
             self.session.finalize()
+            self._publish(self.session.events())  # (its answer, if nothing was left to decode)
             self.wake.set()
 
     def on_vad(self, marks: list[SpeechStart | SpeechEnd]) -> None:

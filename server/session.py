@@ -32,7 +32,7 @@ from .decoding import DecodeRequest, DecodeResult
 from .text import convert_words, is_unspaced, join_texts, script_for, split_words
 from .text import split_units as text_units
 from .vad import SpeechAudio, SpeechEnd, SpeechPause, SpeechResume, SpeechStart, VadSegmenter
-from .wire import Final, Language, Message, Partial, Word
+from .wire import Final, Language, Message, Partial, UtteranceEnd, Word
 
 __all__ = ["StreamOptions", "StreamSession", "loop_start"]
 
@@ -595,12 +595,16 @@ class StreamSession:
         self._vad_events(self._vad.feed(samples))
 
     def finalize(self) -> None:
-        """The client wants finals now: everything heard so far becomes final (``eou``), and
-        the utterance goes on with its context (the VAD keeps its state and pre-roll). Waits
-        until the utterance holds ``min_final_ms`` past its committed point, or ends."""
+        """The client wants finals now: everything heard so far becomes final (``eou``, or
+        ``utterance_end`` when nothing was left to make final), and the utterance goes on with
+        its context (the VAD keeps its state and pre-roll). Waits until the utterance holds
+        ``min_final_ms`` past its committed point, or ends."""
         self._settled = self.samples_in
         if self._utts and self._utts[-1].open:
             self._utts[-1].force_at = self._utts[-1].available
+        elif self.flushed:  # nothing heard since the last final: answered at once
+            self._events.append(UtteranceEnd(
+                self._utts[-1].buffer.committed_end if self._utts else 0.0))
 
     def finish(self) -> None:
         """End of stream: the open utterance ends here and everything heard becomes final."""
@@ -988,7 +992,7 @@ class StreamSession:
         u.buffer.insert(words)
         u.held_by = kind
         if kind == _Kind.END:
-            self._emit_final(u.buffer.commit_all(), eou=True)
+            self._end_utterance(u.buffer.commit_all(), u)
             self._end_sentence(u)
             done = int(round(win_end * MODEL_RATE))
             while u.ends and u.ends[0] <= done:
@@ -998,7 +1002,7 @@ class StreamSession:
                 u.force_at = None
             self._slide_window(u)
         elif kind == _Kind.FORCED:
-            self._emit_final(u.buffer.commit_all(), eou=True)
+            self._end_utterance(u.buffer.commit_all(), u)
             u.force_at = None
             self._slide_window(u)
         elif kind == _Kind.FULL:
@@ -1218,6 +1222,15 @@ class StreamSession:
         self.segment += 1
         self._partial = ""
         self._committed_text = join_texts([self._committed_text, text])[-4 * self.opt.prompt_chars :]
+
+    def _end_utterance(self, words: list[Word], u: _Run) -> None:
+        """The utterance's last words, with ``eou``; or, when agreement already made every
+        word final, ``utterance_end``: a voice agent waits for one or the other to answer
+        (Deepgram's ``speech_final``, a ``Finalize``'s reply), and got neither."""
+        if words:
+            self._emit_final(words, eou=True)
+        else:
+            self._events.append(UtteranceEnd(u.buffer.committed_end))
 
     def _end_sentence(self, u: _Run) -> None:
         """The VAD ended the utterance: its last word ends a sentence in the context of later

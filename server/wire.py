@@ -33,6 +33,7 @@ __all__ = [
     "Partial",
     "Ready",
     "Status",
+    "UtteranceEnd",
     "Word",
     "decode",
     "loads",
@@ -158,6 +159,17 @@ class Final(_Message):
 
 
 @dataclass(frozen=True)
+class UtteranceEnd(_Message):
+    """Server → speaker: an utterance ended (the VAD heard the speaker stop, or a ``finalize``
+    or ``close`` asked for finals) and no final carries its ``eou``, because every word of it
+    was already final (or it had none: noise). Each utterance end is said once: by a final's
+    ``eou`` or by this. ``end``: where the last final word ends (stream seconds)."""
+
+    type: ClassVar[str] = "utterance_end"
+    end: float
+
+
+@dataclass(frozen=True)
 class Error(_Message):
     type: ClassVar[str] = "error"
     code: str
@@ -195,9 +207,11 @@ class Closed(_Message):
     audio_seconds: float
 
 
-Message = Finalize | Close | Ready | Partial | Final | Error | Status | Language | Closed
+Message = (Finalize | Close | Ready | Partial | Final | UtteranceEnd | Error | Status | Language
+           | Closed)
 _BY_TYPE: dict[str, type] = {
-    c.type: c for c in (Finalize, Close, Ready, Partial, Final, Error, Status, Language, Closed)
+    c.type: c for c in (Finalize, Close, Ready, Partial, Final, UtteranceEnd, Error, Status,
+                        Language, Closed)
 }
 CLIENT_MESSAGES = ("finalize", "close")
 

@@ -218,3 +218,77 @@ def test_tokens_and_idle_timeout(live_server):
             assert time.monotonic() - t0 < 10 and closed.value.rcvd.code == 1011
             assert msgs[0].type == "Error" and msgs[0].variant == "NET-0001"
             assert msgs[-1].type == "Metadata"
+
+
+def _stream_real_time(srv, x: np.ndarray, query: str, finalize_at: tuple[float, ...] = ()
+                      ) -> list[dict]:
+    """Stream 16 kHz audio in 20 ms frames at real-time pace, sending ``Finalize`` once the
+    audio sent passes each of ``finalize_at`` (s), then 2 s more of silence and CloseStream;
+    every message until the server closes."""
+    got: list[dict] = []
+    pcm = s16(np.concatenate([x, np.zeros(32000, np.float32)]))
+    with ws_connect(f"{srv.url}/deepgram/v1/listen?{query}", open_timeout=10) as ws:
+        def read() -> None:
+            try:
+                while True:
+                    got.append(json.loads(ws.recv(timeout=60)))
+            except Exception:  # noqa: BLE001 - closed
+                return
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        todo = list(finalize_at)
+        t0 = time.monotonic()
+        for i in range(0, len(pcm), 640):
+            ws.send(pcm[i : i + 640])
+            if todo and (i + 640) / 32000 >= todo[0]:
+                todo.pop(0)
+                ws.send(json.dumps({"type": "Finalize"}))
+            time.sleep(max(0.0, t0 + (i + 640) / 32000 - time.monotonic()))
+        ws.send(json.dumps({"type": "CloseStream"}))
+        reader.join(60)
+    return got
+
+
+@pytest.mark.timeout(120)
+def test_every_finalize_is_answered_once_with_from_finalize(live_server):
+    """Pipecat sends ``Finalize`` when its own VAD says the user stopped (here 0.8 s after
+    each of jfk's four utterances) and waits for the ``from_finalize`` result to close the
+    turn. When agreement had made the utterance's words final already, none came (a 2 s
+    timeout in Pipecat), and a later utterance's final carried the stale answer."""
+    ends = (2.06, 4.52, 7.74, 10.41)  # where jfk's utterances end (s)
+    got = _stream_real_time(live_server, load16k("jfk.wav"), "encoding=linear16&sample_rate="
+                            "16000&interim_results=true&punctuate=true&language=en",
+                            tuple(e + 0.8 for e in ends))
+    finals = [m for m in got if m["type"] == "Results" and m["is_final"]]
+    answers = [m for m in finals if m["from_finalize"]]
+    assert len(answers) == len(ends), [(m["start"], m["channel"]["alternatives"][0]
+                                        ["transcript"], m["from_finalize"]) for m in finals]
+    for m, e in zip(answers, ends):  # each answers its own Finalize, not a later utterance
+        assert m["start"] < e + 0.8 + 0.5, m
+    text = " ".join(m["channel"]["alternatives"][0]["transcript"] for m in finals)
+    assert wer(references()["jfk.wav"], text) <= 0.2, text
+
+
+@pytest.mark.timeout(120)
+def test_every_pause_gets_speech_final_and_utterance_end(live_server):
+    """LiveKit ends the user's speech on ``speech_final`` (or ``UtteranceEnd``). Read
+    sentences with pauses of 1.3-1.7 s between them: each pause must end the utterance before
+    it, also when agreement made all its words final before the VAD ended it (before, "...
+    others wounded." and "... Christmas spirit." were followed by neither)."""
+    with __import__("wave").open(str(SPEECH / "real" / "en-05.wav")) as w:
+        w.setpos(12 * 16000)
+        x = np.frombuffer(w.readframes(13 * 16000), np.int16).astype(np.float32) / 32768
+    got = _stream_real_time(live_server, x, "encoding=linear16&sample_rate=16000&interim_"
+                            "results=true&punctuate=true&vad_events=true&utterance_end_ms=1000"
+                            "&language=en")
+    events = [m for m in got if m["type"] in ("Results", "UtteranceEnd")
+              and (m["type"] == "UtteranceEnd" or m["is_final"])]
+    words = [(w["start"], w["end"], k) for k, m in enumerate(events) if m["type"] == "Results"
+             for w in m["channel"]["alternatives"][0]["words"]]
+    pauses = [(a, b) for a, b in zip(words, words[1:]) if b[0] - a[1] >= 1.3]
+    assert len(pauses) >= 2, words
+    for a, b in pauses:
+        between = events[a[2] : b[2]]
+        assert any(m["type"] == "Results" and m["speech_final"] for m in between), (a, b)
+        assert any(m["type"] == "UtteranceEnd" for m in between), (a, b)
+    assert events[-1]["type"] == "UtteranceEnd" or events[-1]["speech_final"]

@@ -11,7 +11,7 @@ import pytest
 from whisperwire.server.decoding import DecodeRequest, DecodeResult
 from whisperwire.server.session import StreamOptions, StreamSession, _rereads, restarted_head
 from whisperwire.server.vad import VadOptions, VadSegmenter
-from whisperwire.server.wire import Final, Partial, Word
+from whisperwire.server.wire import Final, Partial, UtteranceEnd, Word
 
 SR = 16000
 
@@ -268,7 +268,8 @@ def test_finalize_mid_utterance_flushes_everything_heard():
 def test_silence_never_reaches_the_decoder():
     s = StreamSession(StreamOptions(), energy_vad())
     dec = ScriptedDecoder([])
-    assert drive(s, dec, np.zeros(SR * 30, np.float32)) == []
+    # (the closing ``finalize`` is answered: nothing was left to make final)
+    assert drive(s, dec, np.zeros(SR * 30, np.float32)) == [UtteranceEnd(0.0)]
     assert dec.requests == []
 
 
@@ -1791,3 +1792,32 @@ def test_a_second_reading_after_a_squeezed_re_read_goes_with_it():
     keys = ["asp", "and", "so", "my", "fellow", "americans", "asp", "not"]
     gone = _squeezed_runs(prefix, out, keys)
     assert [w.word for w in out if id(w) not in gone] == [" Asp.", " not"]
+
+
+@pytest.mark.parametrize("hangover_ms", [500, 1500])
+def test_every_utterance_end_is_said_once_even_when_its_words_were_final_before_it(hangover_ms):
+    """A voice agent answers at an utterance's end: a final with ``eou``, or, when agreement
+    made every word final during a long hangover (Deepgram's ``endpointing``), an
+    ``utterance_end``. Before, such an end was said by nothing: no ``speech_final``, and a
+    ``Finalize`` went unanswered."""
+    audio, truth = make_stream(20, pause_every=5, pause_s=2.5)
+    truth = [("w" + "abcdefghijklmnopqrst"[i], a, b) for i, (_, a, b) in enumerate(truth)]
+    # (no number, which waits for a word after it; no early end decode at a pause: steps go on through the hangover, as in real speech
+    # whose pause the VAD keeps hearing bits of)
+    vad = VadSegmenter(VadOptions(hangover_ms=hangover_ms, pause_ms=0 if hangover_ms > 500
+                                  else 240), lambda frame: True)
+    s = StreamSession(StreamOptions(), vad)
+    ev = drive(s, ScriptedDecoder(truth), audio, finalize=False)
+    f = finals(ev)
+    assert " ".join(x.text for x in f).split() == [w[0] for w in truth]
+    ends = [e for e in ev if isinstance(e, UtteranceEnd) or (isinstance(e, Final) and e.eou)]
+    assert len(ends) == 4, [type(e).__name__ for e in ev if not isinstance(e, Partial)]
+    if hangover_ms == 1500:  # the words were final before the VAD ended the utterance
+        assert any(isinstance(e, UtteranceEnd) for e in ends)
+    for e in ends:  # each after its utterance's words, never before
+        if isinstance(e, UtteranceEnd):
+            said = [x for x in f if ev.index(x) < ev.index(e)]
+            assert said and e.end == said[-1].end
+    # a finalize with nothing left to make final is answered at once
+    s.finalize()
+    assert [type(e) for e in s.events()] == [UtteranceEnd]

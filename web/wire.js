@@ -14,6 +14,7 @@ export const SERVER_TYPES = {
   ready: ["session", "model", "device", "compute_type", "sample_rate", "view_token?"],
   partial: ["segment", "text", "start", "end"],
   final: ["segment", "text", "start", "end", "words?", "eou?"],
+  utterance_end: ["end"],
   error: ["code", "message"],
   status: ["audio_seconds", "lag", "backlog?"],
   language: ["language", "probability", "start"],

@@ -96,7 +96,8 @@ def _guess_words(p: wire.Partial) -> list[wire.Word]:
 class _Flushed:
     """A final produced for a ``Finalize``: Deepgram marks it ``from_finalize``."""
 
-    final: wire.Final | None  # None: there was nothing to flush
+    final: wire.Final | wire.UtteranceEnd  # utterance_end: nothing was left to flush
+    more: int = 0  # Finalize messages it answers besides the first (each gets a reply)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,7 +123,8 @@ class DeepgramConnection(ListenConnection):
                          vad=VadSegmenter(vad_opts, webrtc_classifier(vad_opts.aggressiveness)))
         self.opts = opts
         self.idle_timeout_s = min(IDLE_TIMEOUT_S, cfg.idle_timeout_s)
-        self._finalizing = False
+        self._finalizing = 0  # Finalize messages not yet answered
+        self._spoke = False  # a final with words went out since the last UtteranceEnd
         self._uuid = _model_uuid(self.engine.model_name)
         self._sha = hashlib.sha256()
         self._created = datetime.datetime.now(datetime.timezone.utc)
@@ -176,11 +178,8 @@ class DeepgramConnection(ListenConnection):
             return True
         if kind == "Finalize":
             self._publish(self.session.events())  # finals input made and the pump has not sent
+            self._finalizing += 1  # answered by the next final with eou, or utterance_end
             self.finalize()
-            if self.session.flushed:  # nothing heard since the last final
-                self.send(_Flushed(None))
-            else:
-                self._finalizing = True
         elif kind == "Configure":
             self._configure(msg)
         elif kind != "KeepAlive":
@@ -214,9 +213,10 @@ class DeepgramConnection(ListenConnection):
                                     "timestamp": round(m.sample / 16000, 3)}))
 
     def send(self, msg: Any) -> None:
-        if isinstance(msg, wire.Final) and msg.eou and self._finalizing:
-            self._finalizing = False
-            msg = _Flushed(msg)
+        if isinstance(msg, (wire.Final, wire.UtteranceEnd)) and self._finalizing and (
+                isinstance(msg, wire.UtteranceEnd) or msg.eou):
+            msg = _Flushed(msg, self._finalizing - 1)
+            self._finalizing = 0
         super().send(msg)
 
     def close_code(self, reason: str) -> int:
@@ -237,22 +237,41 @@ class DeepgramConnection(ListenConnection):
         out = [self._results(alternative(list(f.words), f.text, self.opts.punctuate), f.start,
                              f.end, is_final=True, speech_final=speech_final,
                              from_finalize=from_finalize)]
-        if f.eou and self.opts.utterance_end_ms is not None:
-            out.append(json.dumps({"type": "UtteranceEnd", "channel": [0, 1],
-                                   "last_word_end": round(f.end, 3)}))
-        return out
+        self._spoke = True
+        return out + (self._utterance_end(f.end) if f.eou else [])
+
+    def _ended(self, e: wire.UtteranceEnd, from_finalize: bool) -> list[str]:
+        """An utterance end no final carried: every word of it was final already (or it was
+        noise). Deepgram says it with an empty final ``Results`` (``speech_final``, and
+        ``from_finalize`` for a ``Finalize``: LiveKit ends the user's speech on the one,
+        Pipecat confirms its ``Finalize`` by the other), as for a final with ``eou``; and
+        ``UtteranceEnd`` if words came since the last."""
+        t = max(e.end, self.session.audio_seconds)  # (Results tile the audio: from the words)
+        return [self._results(alternative([], "", self.opts.punctuate), e.end, t, is_final=True,
+                              speech_final=self.opts.speech_final,
+                              from_finalize=from_finalize)] + self._utterance_end(e.end)
+
+    def _utterance_end(self, last_word_end: float) -> list[str]:
+        if self.opts.utterance_end_ms is None or not self._spoke:
+            return []
+        self._spoke = False
+        return [json.dumps({"type": "UtteranceEnd", "channel": [0, 1],
+                            "last_word_end": round(last_word_end, 3)})]
 
     def encode(self, msg: Any) -> list[str]:
         if isinstance(msg, _Raw):
             return [json.dumps(msg.body)]
         if isinstance(msg, _Flushed):
-            if msg.final is not None:
-                return self._final(msg.final, True)
             t = self.session.audio_seconds
-            return [self._results(alternative([], "", self.opts.punctuate), t, t,
-                                  is_final=True, from_finalize=True)]
+            more = [self._results(alternative([], "", self.opts.punctuate), t, t,
+                                  is_final=True, from_finalize=True)] * msg.more
+            if isinstance(msg.final, wire.Final):
+                return self._final(msg.final, True) + more
+            return self._ended(msg.final, True) + more
         if isinstance(msg, wire.Final):
             return self._final(msg, False)
+        if isinstance(msg, wire.UtteranceEnd):
+            return self._ended(msg, False)
         if isinstance(msg, wire.Partial):
             if not self.opts.interim_results or not msg.text:
                 return []

@@ -247,6 +247,8 @@ class RealtimeConnection(ListenConnection):
     def send(self, msg: Any) -> None:
         if isinstance(msg, wire.Final):
             self._final(msg)
+        elif isinstance(msg, wire.UtteranceEnd) and self.turns is not None and self.items:
+            self._complete()  # the turn's words were all final already: as an eou would
         super().send(msg)
 
     def _final(self, f: wire.Final) -> None:
