@@ -18,6 +18,7 @@ from pathlib import Path
 
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
@@ -33,6 +34,7 @@ from .listen import ListenConnection
 from .logs import install_redaction
 from .metrics import Metrics
 from .pool import WorkerPool
+from .serving import RawSend, pong_deadline
 from .session import StreamOptions
 from .vad import VadOptions
 
@@ -68,6 +70,10 @@ class ServerConfig:
     # client held back by TCP finds its keepalive pings stuck behind its own audio
     max_backlog_s: float = 300.0
     send_timeout_s: float = 10.0  # one message that long unsent: the client is not reading
+    # a viewer that answers the server's keepalive ping (uvicorn's, every 20 s) this late is
+    # gone (its connection died silently: a laptop asleep, a frozen process) and is dropped,
+    # freeing its ``max_viewers`` slot; 0: never. Speakers have no such deadline (serving.py)
+    viewer_pong_timeout_s: float = 20.0
     web_dir: Path | None = None
 
 
@@ -194,11 +200,13 @@ class WhisperWire:
             await _refuse(ws, exc)
             return
         await ws.accept()
+        pong_deadline(ws, self.config.viewer_pong_timeout_s)
         reader = asyncio.create_task(_hang_up(ws, viewer))
         try:
-            with contextlib.suppress(Exception):  # a gone viewer
+            with contextlib.suppress(Exception):  # a gone viewer (or one that stopped reading)
                 while (msg := await viewer.next()) is not None:
-                    await ws.send_text(wire.encode(msg))
+                    await asyncio.wait_for(ws.send_text(wire.encode(msg)),
+                                           self.config.send_timeout_s)
                 if not viewer.dropped:
                     await ws.close(1001 if self.draining.is_set() else 1000)
         finally:
@@ -311,7 +319,7 @@ def create_app(config: ServerConfig | None = None, engine: Engine | WorkerPool |
     config = config or ServerConfig()
     server = WhisperWire(config, engine or Engine(config.engine), hub)
     app = Starlette(routes=server.routes(config.web_dir or default_web_dir()),
-                    lifespan=server.lifespan)
+                    lifespan=server.lifespan, middleware=[Middleware(RawSend)])
     app.state.config = config
     app.state.server = server
     app.state.engine = server.engine

@@ -67,6 +67,33 @@ def handshake_deadline(http: Any, timeout: float) -> Any:
     return HeaderDeadline
 
 
+class RawSend:
+    """ASGI middleware that keeps the ASGI server's own ``send`` in the scope of a WebSocket
+    (Starlette wraps it), for :func:`pong_deadline`."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "websocket":
+            scope = {**scope, "whisperwire.raw_send": send}
+        await self.app(scope, receive, send)
+
+
+def pong_deadline(ws: Any, seconds: float) -> bool:
+    """Make the server's keepalive pings close this connection (1011) when its pong is
+    ``seconds`` late. ASGI cannot ask that of one connection, but uvicorn's sans-I/O websockets
+    protocol reads its ``ping_timeout`` at every ping. For viewers, which send nothing, so a
+    missing pong means the peer is gone (a frozen or unplugged viewer was otherwise held until
+    its channel expired, an hour later). Elsewhere (Ray Serve's proxy) it does nothing."""
+    proto = getattr(ws.scope.get("whisperwire.raw_send"), "__self__", None)
+    if seconds <= 0 or not hasattr(proto, "ping_timeout") \
+            or getattr(proto, "ping_interval", None) is None:
+        return False
+    proto.ping_timeout = seconds
+    return True
+
+
 def graceful_server(app: Any, **kw: Any) -> Any:
     """A uvicorn server for ``app`` that, on SIGTERM/SIGINT, stops accepting and finalises
     every open session (each speaker gets its last finals and ``closed``) before uvicorn closes
@@ -77,7 +104,7 @@ def graceful_server(app: Any, **kw: Any) -> Any:
     the socket (``max_backlog_s``), so the client's pong waits behind its own audio, and
     uvicorn's 20 s ping timeout failed the connection (1011) and lost all the held speech. A
     dead speaker is found by the session's idle timeout (and ``send_timeout_s``); a dead viewer
-    on a quiet channel now only when TCP gives up on the pings (minutes) or the channel expires."""
+    on a quiet channel by its own pong deadline (:func:`pong_deadline`)."""
     import uvicorn
 
     from .logs import install_redaction

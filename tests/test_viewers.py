@@ -132,3 +132,45 @@ def test_mic_cli_says_what_is_missing():
     r = _cli("mic", "--device", "no-such-device-xyz", "--url", "ws://127.0.0.1:9")
     assert r.returncode == 2
     assert "PortAudio" in r.stderr or "no input device" in r.stderr
+
+
+@pytest.mark.timeout(60)
+def test_a_frozen_viewer_is_dropped_and_frees_its_slot(engine):
+    """A viewer whose connection silently died (a laptop asleep, an OBS box unplugged, a
+    frozen process) never reads and never answers a ping. It was kept until the channel
+    expired (an hour after the speaker), holding one of ``max_viewers``; now a pong that
+    ``viewer_pong_timeout_s`` late drops it. (Speakers keep no such deadline: under
+    backpressure their pongs wait behind their own audio, see serving.py.)"""
+    import base64
+    import os
+    import socket
+    import time
+
+    from conftest import LiveServer
+    from websockets.sync.client import connect as ws_connect
+    from whisperwire.server.app import ServerConfig
+
+    def admitted(url: str) -> bool:
+        with ws_connect(f"{url}/v1/sessions/frozen/events", open_timeout=10) as v:
+            try:
+                first = wire.decode(v.recv(timeout=2))
+            except TimeoutError:
+                return True  # admitted, and the channel is quiet
+            return not (first.type == "error" and first.code == "too_many_viewers")
+
+    cfg = ServerConfig(max_viewers=1, viewer_pong_timeout_s=1.0)
+    with LiveServer(cfg, engine, ws_ping_interval=1.0) as srv:
+        with ws_connect(f"{srv.url}/v1/listen?session=frozen", open_timeout=10) as speaker:
+            assert wire.decode(speaker.recv(timeout=10)).type == "ready"
+            frozen = socket.create_connection(("127.0.0.1", srv.port))
+            key = base64.b64encode(os.urandom(16)).decode()
+            frozen.sendall((f"GET /v1/sessions/frozen/events HTTP/1.1\r\nHost: x\r\n"
+                            f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: "
+                            f"{key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+            assert frozen.recv(4096).startswith(b"HTTP/1.1 101")  # then it never reads again
+            assert not admitted(srv.url), "the frozen viewer holds the one slot"
+            deadline = time.monotonic() + 15  # a ping interval and the pong deadline, and more
+            while not admitted(srv.url):
+                assert time.monotonic() < deadline, "the frozen viewer was never dropped"
+                time.sleep(0.5)
+            frozen.close()
