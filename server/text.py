@@ -48,6 +48,11 @@ def is_unspaced(ch: str) -> bool:
     return any(lo <= o <= hi for lo, hi in _UNSPACED)
 
 
+# "Other punctuation" (Po) that opens what follows rather than closing what came before: a
+# straight quote or apostrophe starting a piece opens it ('He said "We', "the '60s")
+_OPENING = "\"'¿¡#&@§¶"
+
+
 def needs_space(left: str, right: str) -> bool:
     """Whether text ``right`` written after ``left`` is separated by a space: not next to a
     character of an unspaced script, and not before closing punctuation."""
@@ -56,7 +61,7 @@ def needs_space(left: str, right: str) -> bool:
         return False
     if is_unspaced(a) or is_unspaced(b):
         return False
-    return not unicodedata.category(b).startswith(("Pe", "Pf", "Po"))
+    return b in _OPENING or not unicodedata.category(b).startswith(("Pe", "Pf", "Po"))
 
 
 def join_texts(parts: Iterable[str]) -> str:

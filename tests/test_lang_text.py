@@ -37,6 +37,13 @@ def test_tidy(raw, want):
     (["他制作了一个", "wifi", "门铃。"], "他制作了一个wifi门铃。"),
     (["It works", ",", "mostly"], "It works, mostly"),
     (["", "  ", "好"], "好"),
+    # punctuation that opens what follows keeps its space (it lost it: 'He said"We choose')
+    (["He said,", "\"We choose to go", "to the moon", "in the", "'60s.\""],
+     "He said, \"We choose to go to the moon in the '60s.\""),
+    (["The sign said", "\"Closed\"."], "The sign said \"Closed\"."),
+    (["Rock", "'n' roll", "¿Qué?", "#1 hit", "& more", "@home"],
+     "Rock 'n' roll ¿Qué? #1 hit & more @home"),
+    (["Wait", "...", "what", "?!"], "Wait... what?!"),
 ])
 def test_join_texts(parts, want):
     assert join_texts(parts) == want

@@ -17,7 +17,8 @@ ORIGIN = "http://text.test"
 CASES = ["他称他制作了一个wifi门铃", "Hello there, how are you?", "日本 coaster 小巴车。好",
          "现场活动包括打猎，钓鱼，摄影", "I use Google Docs 写东西", "こんにちは 世界", ""]
 PAIRS = [("你好", "世界"), ("Hello.", "How are you?"), ("一个", "wifi"), ("works", ", mostly"),
-         ("", "好"), ("门铃。", "Next")]
+         ("", "好"), ("门铃。", "Next"), ("said,", "\"We"), ("the", "'60s."), ("Rock", "¿Qué?"),
+         ("a", "#1"), ("x", "& y"), ("at", "@home"), ("Closed\"", ".")]
 
 
 @pytest.fixture(scope="module")

@@ -15,12 +15,15 @@ const within = (ranges, ch) => {
 };
 export const isUnspaced = (ch) => within(UNSPACED, ch);
 
+const OPENING = "\"'¿¡#&@§¶";
+
 /** Whether `right` written after `left` is separated by a space. */
 export function needsSpace(left, right) {
   const a = [...left.trimEnd()].pop();
   const b = [...right.trimStart()][0];
   if (!a || !b || isUnspaced(a) || isUnspaced(b)) return false;
-  return !/[\p{Pe}\p{Pf}\p{Po}]/u.test(b);
+  // "other punctuation" that opens what follows (server/text.py's _OPENING)
+  return OPENING.includes(b) || !/[\p{Pe}\p{Pf}\p{Po}]/u.test(b);
 }
 
 /** `left` and `right` as one text, spaced by the rules. */
