@@ -196,6 +196,23 @@ def test_a_wav_file_streamed_as_it_is(live_server):
 
 
 @pytest.mark.timeout(60)
+def test_linear16_is_a_byte_stream_frames_need_not_hold_whole_samples(live_server):
+    """Deepgram reads raw audio as a byte stream: a client piping ffmpeg's output sends frames
+    of any length. An odd frame was refused (bad_audio) and shifted every later sample by a
+    byte: all of it heard as noise, then too_many_errors."""
+    data = s16(load16k("jfk.wav"))
+    with client(live_server).listen.v1.connect(model="nova-3", encoding="linear16",
+                                               sample_rate=16000) as conn:
+        for i in range(0, len(data), 3201):
+            conn.send_media(data[i : i + 3201])
+        conn.send_close_stream()
+        msgs = list(conn)
+    assert [m.type for m in msgs if m.type == "Error"] == []
+    text = " ".join(m.channel.alternatives[0].transcript for m in msgs if m.type == "Results")
+    assert wer(references()["jfk.wav"], text) <= 0.2, text
+
+
+@pytest.mark.timeout(60)
 def test_tokens_and_idle_timeout(live_server):
     cfg = ServerConfig(auth=AuthConfig(("sekret",)), idle_timeout_s=1.0)
     with LiveServer(cfg, live_server.app.state.engine) as srv:

@@ -125,6 +125,7 @@ class DeepgramConnection(ListenConnection):
         self.idle_timeout_s = min(IDLE_TIMEOUT_S, cfg.idle_timeout_s)
         self._finalizing = 0  # Finalize messages not yet answered
         self._spoke = False  # a final with words went out since the last UtteranceEnd
+        self._odd = b""  # a linear16 frame's last byte, when it ended inside a sample
         self._uuid = _model_uuid(self.engine.model_name)
         self._sha = hashlib.sha256()
         self._created = datetime.datetime.now(datetime.timezone.utc)
@@ -139,8 +140,10 @@ class DeepgramConnection(ListenConnection):
             data = self._unwrap(data)
         if self.opts.encoding in ("mulaw", "alaw"):
             return g711_to_float(data, self.opts.encoding)
+        # a byte stream, as Deepgram reads it: a frame may end inside a sample (ffmpeg piped)
+        data, self._odd = self._odd + data, b""
         if len(data) % 2:
-            raise ClientError("bad_audio", "linear16 frames must be a whole number of samples")
+            data, self._odd = data[:-1], data[-1:]
         return super().take_audio(data)
 
     def _unwrap(self, data: bytes) -> bytes:
