@@ -95,16 +95,17 @@ def test_overlay_waits_for_the_session_and_follows_it(browser):
     wait_for(lambda: text() == "one. two.", 15, "the first speaker's finals", page=page)
     # the socket stays open after `closed`: the next speaker continues the numbering
     server.send(partial(2, "three"))
-    wait_for(lambda: text() == "one. two. three", 5, "the next speaker's partial", page=page)
+    wait_for(lambda: text() == "one. two.\nthree", 5, "the next speaker's partial, on a line "
+             "of its own", page=page)
     server.send(final(2, "three."))
     # a drop, even a clean 1000: it reconnects; the replay shows nothing twice
     server.scripts.append([final(0, "one."), final(1, "two."), final(2, "three.")])
     server.close(1000)
     wait_for(lambda: len(server.routes) == 3, 10, "a reconnect after 1000", page=page)
     page.wait_for_timeout(300)
-    assert text() == "one. two. three."
+    assert text() == "one. two.\nthree."
     server.send(final(3, "four."))
-    wait_for(lambda: text() == "one. two. three. four.", 5, "live finals after it", page=page)
+    wait_for(lambda: text() == "one. two.\nthree. four.", 5, "live finals after it", page=page)
     page.close()
 
 
@@ -178,4 +179,44 @@ def test_viewer_page_starts_a_new_line_for_the_next_speaker(browser):
     server.send(final(1, "in being comparatively modern."))
     wait_for(lambda: "modern" in finals(), 5, "the next speaker", page=page)
     assert finals().splitlines()[:2] == ["and the others", "in being comparatively modern."]
+    page.close()
+
+
+def test_overlay_lines_never_move_once_full_and_a_speaker_end_breaks_the_line(browser):
+    """A full line stays as it is until it scrolls off the top (it rewrapped the last 20
+    finals at every update, so once the oldest dropped off every break moved and the shown
+    line changed with no new speech); a speaker's end starts a new line (the page and the CLI
+    do). Options that are not numbers fall back to their defaults."""
+    words = ("most if not from all the arts and crafts represented in the exhibition printing "
+             "may be considered as the art of arts and the one that has never been surpassed "
+             "by later work since the earliest book printed with movable types").split()
+    finals = [final(i, " ".join(words[i % 40 : i % 40 + 1 + i % 3]) + ("." if i % 4 == 3 else ""))
+              for i in range(36)]
+    page, server = open_page(browser, "/overlay?session=s&fade=0&lines=6&width=30&partial=0", [
+        finals[:1]])
+    shown = lambda: page.inner_text("[data-testid=overlay]").split("\n")
+    wait_for(lambda: shown() != [""], 10, "the first final", page=page)
+    before = shown()
+    for f in finals[1:]:
+        server.send(f)
+        page.wait_for_timeout(40)
+        now = shown()
+        # the full lines before, less those that scrolled off the top, are shown unchanged,
+        # then the line that was being filled (it may have grown)
+        full = before[:-1]
+        gone = next(k for k in range(len(full) + 1) if now[: len(full) - k] == full[k:])
+        assert now[len(full) - gone].startswith(before[-1]), (before, now)
+        assert all(len(line) <= 30 for line in now)
+        before = now
+    server.send(CLOSED)
+    server.send(final(36, "next."))
+    wait_for(lambda: shown()[-1] == "next.", 5, "the next speaker on a line of its own",
+             page=page)
+    page.close()
+    page, server = open_page(browser, "/overlay?session=s&lines=x&width=0&size=big&color=ffff00",
+                             [[final(0, "one two three four five six seven eight nine ten.")]])
+    wait_for(lambda: page.inner_text("[data-testid=overlay]") != "", 10, "the final", page=page)
+    assert len(shown()) == 2 and len(shown()[0]) > 30, shown()  # lines 2, width 42
+    assert page.eval_on_selector("[data-testid=overlay]", "e => e.style.color") == \
+        "rgb(255, 255, 0)"
     page.close()

@@ -1,25 +1,35 @@
-// OBS browser-source overlay: /overlay?session=ID&lines=2&fade=6&font=...&size=48&color=...
-//   &outline=3&outline_color=#000&shadow=1&align=center&position=bottom&bg=transparent&partial=1
+// OBS browser-source overlay: /overlay?session=ID&lines=2&fade=6&font=...&size=48&color=ffffff
+//   &outline=3&outline_color=000000&shadow=1&align=center&position=bottom&bg=transparent&partial=1
 import * as wire from "./wire.js";
 import { backoff, follow, Segments } from "./connection.js";
 import { joinText, wrap as wrapText } from "./text.js";
 
 const p = new URLSearchParams(location.search);
+// a number that is not one (or too small to show anything) falls back to the default
+const num = (name, dflt, min) => {
+  const v = parseFloat(p.get(name) ?? "");
+  return Number.isFinite(v) && v >= min ? v : dflt;
+};
+// "#" starts a URL's fragment, so a colour written ffff00 (or %23ffff00) is taken too
+const colour = (name, dflt) => {
+  const v = p.get(name);
+  return !v ? dflt : /^([0-9a-f]{3,4}|[0-9a-f]{6}|[0-9a-f]{8})$/i.test(v) ? `#${v}` : v;
+};
 const opt = {
   session: p.get("session"),
-  lines: Math.max(1, parseInt(p.get("lines") || "2", 10)),
-  fade: parseFloat(p.get("fade") || "6"),
+  lines: Math.floor(num("lines", 2, 1)),
+  fade: num("fade", 6, 0),
   font: p.get("font") || "system-ui, sans-serif",
-  size: parseInt(p.get("size") || "48", 10),
-  color: p.get("color") || "#ffffff",
-  outline: parseFloat(p.get("outline") || "3"),
-  outlineColor: p.get("outline_color") || "#000000",
+  size: num("size", 48, 6),
+  color: colour("color", "#ffffff"),
+  outline: num("outline", 3, 0),
+  outlineColor: colour("outline_color", "#000000"),
   shadow: p.get("shadow") !== "0",
   align: p.get("align") || "center",
   position: p.get("position") || "bottom",
-  bg: p.get("bg") || "transparent",
+  bg: colour("bg", "transparent"),
   partial: p.get("partial") !== "0",
-  width: parseInt(p.get("width") || "42", 10),
+  width: Math.floor(num("width", 42, 8)),
 };
 
 const box = document.getElementById("box");
@@ -30,10 +40,14 @@ Object.assign(box.style, {
   paintOrder: "stroke fill",
   textShadow: opt.shadow ? `0 0 ${Math.max(2, opt.outline * 2)}px ${opt.outlineColor}` : "none",
 });
-box.style[opt.position === "top" ? "top" : "bottom"] = "2%";
 if (opt.position === "middle") { box.style.top = "50%"; box.style.transform = "translateY(-50%)"; }
+else box.style[opt.position === "top" ? "top" : "bottom"] = "2%";
 
-let lines = [];      // committed lines (strings)
+// Finals fill lines once: a line that is full never changes (wrapping all recent finals again
+// at every update moved every line break once the oldest final dropped off, and the text
+// jumped with no new speech). ``open`` is the line being filled; the partial follows it.
+let done = [];       // full lines, the last ``opt.lines`` of them
+let open = "";
 let partial = "";
 let lastActivity = Date.now();
 const segments = new Segments();  // survives reconnects: replayed finals are not shown twice
@@ -41,22 +55,36 @@ const segments = new Segments();  // survives reconnects: replayed finals are no
 // lines of at most opt.width columns (a CJK character takes two), Chinese without spaces
 const wrap = (text) => wrapText(text, opt.width);
 
+function addFinal(text) {
+  const w = wrap(joinText(open, text));
+  open = w.pop() || "";
+  done = done.concat(w).slice(-opt.lines);
+}
+
+function endLine() {  // a speaker ended: the next one starts a line
+  if (open) done = done.concat([open]).slice(-opt.lines);
+  open = "";
+}
+
 function render() {
-  const committed = wrap(lines.reduce(joinText, ""));
-  const tail = opt.partial && partial ? wrap(joinText(committed.length ? committed.pop() : "", partial)) : [];
-  const all = committed.concat(tail).slice(-opt.lines);
+  const shown = opt.partial && partial ? joinText(open, partial) : open;
+  const tail = shown ? wrap(shown) : [];
+  const all = done.concat(tail).slice(-opt.lines);
+  const live = opt.partial && partial ? tail.length : 0;
   box.replaceChildren(...all.map((t, i) => {
     const d = document.createElement("div");
-    d.className = "line" + (tail.length && i >= all.length - tail.length ? " partial" : "");
+    d.className = "line" + (live && i >= all.length - live ? " partial" : "");
     d.textContent = t;
     return d;
   }));
 }
 
 function fadeCheck() {
-  if (opt.fade > 0 && Date.now() - lastActivity > opt.fade * 1000 && (lines.length || partial)) {
+  if (opt.fade > 0 && Date.now() - lastActivity > opt.fade * 1000 && (done.length || open || partial)) {
     for (const el of box.children) el.classList.add("faded");
-    setTimeout(() => { if (Date.now() - lastActivity > opt.fade * 1000) { lines = []; partial = ""; render(); } }, 700);
+    setTimeout(() => {
+      if (Date.now() - lastActivity > opt.fade * 1000) { done = []; open = ""; partial = ""; render(); }
+    }, 700);
   }
 }
 setInterval(fadeCheck, 250);
@@ -64,13 +92,13 @@ setInterval(fadeCheck, 250);
 function onMessage(m) {
   if (m.type === "final") {
     if (!segments.isNewFinal(m)) return;
-    lines.push(m.text); partial = ""; lines = lines.slice(-20);
+    addFinal(m.text); partial = "";
     lastActivity = Date.now(); render();
   } else if (m.type === "partial") {
     segments.sawPartial(m);
     partial = m.text; if (m.text) lastActivity = Date.now(); render();
-  } else if (m.type === "closed" && partial) {
-    partial = ""; render();  // the speaker ended; the socket stays open for the next one
+  } else if (m.type === "closed") {
+    partial = ""; endLine(); render();  // the speaker ended; the socket stays open for the next one
   }
 }
 
