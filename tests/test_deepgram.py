@@ -309,3 +309,33 @@ def test_every_pause_gets_speech_final_and_utterance_end(live_server):
         assert any(m["type"] == "Results" and m["speech_final"] for m in between), (a, b)
         assert any(m["type"] == "UtteranceEnd" for m in between), (a, b)
     assert events[-1]["type"] == "UtteranceEnd" or events[-1]["speech_final"]
+
+
+@pytest.mark.timeout(120)
+def test_endpointing_and_utterance_end_ms_wait_for_that_much_silence(live_server):
+    """endpointing=2000 and utterance_end_ms=2000 ask for 2 s of silence after the last word
+    before speech_final and UtteranceEnd: jfk's pauses (0.6-1.4 s) are none, its 2.6 s tail
+    is. Before, UtteranceEnd came after every 0.5 s pause whatever the value, and endpointing
+    stretched the VAD's hangover instead: seconds of silence inside windows, where Whisper
+    stretched words over the pauses ("asked not" from 2.26 to 4.68 s) and invented one."""
+    got = _stream_real_time(live_server, load16k("jfk.wav"), "encoding=linear16&sample_rate="
+                            "16000&interim_results=true&punctuate=true&language=en&endpointing="
+                            "2000&utterance_end_ms=2000")
+    finals = [m for m in got if m["type"] == "Results" and m["is_final"]]
+    ends = [m for m in got if m["type"] == "UtteranceEnd"]
+    assert [m["speech_final"] for m in finals].count(True) == 1 and len(ends) == 1, [
+        (m["start"], m["channel"]["alternatives"][0]["transcript"], m["speech_final"])
+        for m in finals]
+    last = max(w["end"] for m in finals for w in m["channel"]["alternatives"][0]["words"])
+    assert abs(ends[0]["last_word_end"] - last) < 0.01
+    words = [w for m in finals for w in m["channel"]["alternatives"][0]["words"]]
+    assert all(w["end"] - w["start"] <= 1.2 for w in words), words
+    text = " ".join(m["channel"]["alternatives"][0]["transcript"] for m in finals)
+    assert wer(references()["jfk.wav"], text) <= 0.2, text
+    # utterance_end_ms alone: speech_final at each of the VAD's ends, UtteranceEnd once
+    got = _stream_real_time(live_server, load16k("jfk.wav"), "encoding=linear16&sample_rate="
+                            "16000&interim_results=true&punctuate=true&language=en&utterance_end"
+                            "_ms=2000")
+    finals = [m for m in got if m["type"] == "Results" and m["is_final"]]
+    assert [m["speech_final"] for m in finals].count(True) >= 3
+    assert [m["type"] for m in got].count("UtteranceEnd") == 1

@@ -22,12 +22,12 @@ def test_what_livekit_and_pipecat_send_is_accepted():
                "&keyterm=WhisperWire&keyterm=Deepgram&language=en-US")
     o = parse(livekit)
     assert o.params.sample_rate == 48000 and o.params.language == "en"
-    assert o.hangover_ms == 300, "25 ms endpointing is floored where the VAD can still work"
+    assert o.endpointing_ms == 300, "25 ms endpointing is floored where the VAD can still work"
     assert o.punctuate and o.interim_results and o.vad_events and o.speech_final
     assert o.params.prompt == "WhisperWire, Deepgram."
     o = parse("model=nova-3-general&language=en&encoding=linear16&sample_rate=16000"
               "&interim_results=true&punctuate=true&smart_format=false&keywords=Gutenberg:2")
-    assert o.params.prompt == "Gutenberg." and o.hangover_ms is None
+    assert o.params.prompt == "Gutenberg." and o.endpointing_ms is None
 
 
 def test_options_map_onto_the_session():

@@ -29,10 +29,11 @@ from .. import wire
 from ..errors import ClientError
 from ..audio import Resampler
 from ..listen import ListenConnection
-from ..vad import SpeechStart, VadSegmenter, webrtc_classifier
+from ..vad import SpeechEnd, SpeechStart, VadSegmenter, webrtc_classifier
 from ..wer import normalize
 from .common import (FileResult, check_speaker, decode_file, g711_to_float, load_media,
                      off_loop, speaker_token)
+from .deepgram_gaps import Gaps
 from .deepgram_params import DeepgramOptions, parse_options
 
 if TYPE_CHECKING:
@@ -101,6 +102,12 @@ class _Flushed:
 
 
 @dataclasses.dataclass(frozen=True)
+class _Silence:
+    """The silence after an utterance's end grew: ``speech_final`` or ``UtteranceEnd`` may be
+    due (decided when it is written, in order with the finals)."""
+
+
+@dataclasses.dataclass(frozen=True)
 class _Raw:
     """A Deepgram message that has no counterpart in our protocol."""
 
@@ -116,16 +123,19 @@ class DeepgramConnection(ListenConnection):
                  transcript: Any) -> None:
         cfg = server.config
         vad_opts = cfg.vad
-        if opts.hangover_ms is not None:
-            vad_opts = dataclasses.replace(vad_opts, hangover_ms=opts.hangover_ms)
+        if opts.endpointing_ms is not None:  # a shorter end, never a longer one (the gaps)
+            vad_opts = dataclasses.replace(
+                vad_opts, hangover_ms=min(opts.endpointing_ms, vad_opts.hangover_ms))
         super().__init__(ws, opts.params, server.engine, server.hub, transcript, cfg,
                          server.metrics,
                          vad=VadSegmenter(vad_opts, webrtc_classifier(vad_opts.aggressiveness)))
         self.opts = opts
         self.idle_timeout_s = min(IDLE_TIMEOUT_S, cfg.idle_timeout_s)
         self._finalizing = 0  # Finalize messages not yet answered
-        self._spoke = False  # a final with words went out since the last UtteranceEnd
         self._odd = b""  # a linear16 frame's last byte, when it ended inside a sample
+        self._silence_out = False  # a _Silence waits in the outbox
+        self._gaps = Gaps((opts.endpointing_ms or 0) / 1000 if opts.speech_final else None,
+                          None if opts.utterance_end_ms is None else opts.utterance_end_ms / 1000)
         self._uuid = _model_uuid(self.engine.model_name)
         self._sha = hashlib.sha256()
         self._created = datetime.datetime.now(datetime.timezone.utc)
@@ -209,11 +219,20 @@ class DeepgramConnection(ListenConnection):
         self.send(_Raw(body))
 
     def on_vad(self, marks: list[Any]) -> None:
-        if self.opts.vad_events:
-            for m in marks:
-                if isinstance(m, SpeechStart):
+        for m in marks:
+            if isinstance(m, SpeechStart):
+                self._gaps.speech(m.sample / 16000)
+                if self.opts.vad_events:
                     self.send(_Raw({"type": "SpeechStarted", "channel": [0, 1],
                                     "timestamp": round(m.sample / 16000, 3)}))
+            elif isinstance(m, SpeechEnd):
+                self._gaps.silence()
+
+    def feed(self, x: Any) -> None:
+        super().feed(x)
+        if not self._silence_out and self._gaps.ripe(self.session.audio_seconds):
+            self._silence_out = True  # the silence after an end is long enough now
+            self.send(_Silence())
 
     def send(self, msg: Any) -> None:
         if isinstance(msg, (wire.Final, wire.UtteranceEnd)) and self._finalizing and (
@@ -236,30 +255,42 @@ class DeepgramConnection(ListenConnection):
                          "model_uuid": self._uuid}}, ensure_ascii=False)
 
     def _final(self, f: wire.Final, from_finalize: bool) -> list[str]:
-        speech_final = f.eou and self.opts.speech_final
+        """A final ``Results``; ``speech_final`` if it ends an utterance and the silence after
+        it is already as long as ``endpointing`` asks (else it comes later: :meth:`_silence`)."""
+        if f.words:
+            self._gaps.words()
+        if f.eou:
+            self._gaps.ended(f.end)
+        final, end = self._gaps.due(self.session.audio_seconds)
         out = [self._results(alternative(list(f.words), f.text, self.opts.punctuate), f.start,
-                             f.end, is_final=True, speech_final=speech_final,
+                             f.end, is_final=True, speech_final=final,
                              from_finalize=from_finalize)]
-        self._spoke = True
-        return out + (self._utterance_end(f.end) if f.eou else [])
+        return out + (self._utterance_end() if end else [])
 
     def _ended(self, e: wire.UtteranceEnd, from_finalize: bool) -> list[str]:
         """An utterance end no final carried: every word of it was final already (or it was
         noise). Deepgram says it with an empty final ``Results`` (``speech_final``, and
         ``from_finalize`` for a ``Finalize``: LiveKit ends the user's speech on the one,
-        Pipecat confirms its ``Finalize`` by the other), as for a final with ``eou``; and
-        ``UtteranceEnd`` if words came since the last."""
-        t = max(e.end, self.session.audio_seconds)  # (Results tile the audio: from the words)
-        return [self._results(alternative([], "", self.opts.punctuate), e.end, t, is_final=True,
-                              speech_final=self.opts.speech_final,
-                              from_finalize=from_finalize)] + self._utterance_end(e.end)
+        Pipecat confirms its ``Finalize`` by the other), as for a final with ``eou``."""
+        self._gaps.ended(e.end)
+        return self._silence(from_finalize)
 
-    def _utterance_end(self, last_word_end: float) -> list[str]:
-        if self.opts.utterance_end_ms is None or not self._spoke:
-            return []
-        self._spoke = False
+    def _silence(self, from_finalize: bool = False) -> list[str]:
+        """What the silence after an utterance's last word now says: an empty final
+        ``Results`` with ``speech_final`` (or answering a ``Finalize``), ``UtteranceEnd``."""
+        final, end = self._gaps.due(self.session.audio_seconds)
+        out = []
+        if final or from_finalize:
+            at = self._gaps.quiet_from or 0.0
+            t = max(at, self.session.audio_seconds)  # (Results tile the audio: from the words)
+            out.append(self._results(alternative([], "", self.opts.punctuate), at, t,
+                                     is_final=True, speech_final=final,
+                                     from_finalize=from_finalize))
+        return out + (self._utterance_end() if end else [])
+
+    def _utterance_end(self) -> list[str]:
         return [json.dumps({"type": "UtteranceEnd", "channel": [0, 1],
-                            "last_word_end": round(last_word_end, 3)})]
+                            "last_word_end": round(self._gaps.quiet_from or 0.0, 3)})]
 
     def encode(self, msg: Any) -> list[str]:
         if isinstance(msg, _Raw):
@@ -275,6 +306,9 @@ class DeepgramConnection(ListenConnection):
             return self._final(msg, False)
         if isinstance(msg, wire.UtteranceEnd):
             return self._ended(msg, False)
+        if isinstance(msg, _Silence):
+            self._silence_out = False
+            return self._silence()
         if isinstance(msg, wire.Partial):
             if not self.opts.interim_results or not msg.text:
                 return []

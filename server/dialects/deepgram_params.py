@@ -43,7 +43,9 @@ class DeepgramOptions:
     model: str = "whisper"
     interim_results: bool = False
     speech_final: bool = True  # endpointing=false: speech_final is never set
-    hangover_ms: int | None = None  # endpointing=N: the VAD ends an utterance after N ms
+    # endpointing=N: speech_final once N ms of silence follow the last word (the VAD ends an
+    # utterance after N ms too, but never later than its own hangover: see DeepgramConnection)
+    endpointing_ms: int | None = None
     utterance_end_ms: int | None = None
     vad_events: bool = False
     punctuate: bool = False
@@ -153,7 +155,7 @@ def parse_options(query: Mapping[str, str], multi: Mapping[str, list[str]], *,
     return DeepgramOptions(
         params=params, encoding=enc or "linear16", container_ok=container_ok, model=query.get("model") or "whisper",
         interim_results=_bool(query, "interim_results"),
-        speech_final=(ep or "").lower() != "false", hangover_ms=hangover,
+        speech_final=(ep or "").lower() != "false", endpointing_ms=hangover,
         utterance_end_ms=ue, vad_events=_bool(query, "vad_events"),
         punctuate=_bool(query, "punctuate") or _bool(query, "smart_format"),
         utterances=_bool(query, "utterances"), paragraphs=_bool(query, "paragraphs"),
