@@ -117,8 +117,10 @@ class Transcript:
 
 def on_channel_clock(msg: Message, offset: float) -> Message:
     """A speaker's event with its times moved onto the channel's clock."""
-    if not offset or not isinstance(msg, (Final, Partial)):
+    if not offset or not isinstance(msg, (Final, Partial, Closed)):
         return msg
+    if isinstance(msg, Closed):  # the channel's audio so far, as a viewer's times count it
+        return dataclasses.replace(msg, audio_seconds=msg.audio_seconds + offset)
     if isinstance(msg, Final):
         words = tuple(dataclasses.replace(w, start=w.start + offset, end=w.end + offset)
                       for w in msg.words)

@@ -50,6 +50,10 @@ def test_a_second_speaker_continues_the_channel_and_its_viewer_follows(live_serv
     assert kinds == ["Final"] * len(f1) + ["Closed"] + ["Final"] * len(f2) + ["Closed"]
     assert [f.text for f in finals(seen)] == [f.text for f in f1 + f2]
     assert code is None, "the viewer socket stays open after the speaker ends"
+    # ... and its times are all on the channel's clock: closed's audio too (it was the second
+    # speaker's own, seconds before the end of the channel's last final)
+    closed = [m for m in seen if isinstance(m, wire.Closed)]
+    assert closed[-1].audio_seconds >= finals(seen)[-1].end - 1e-3 > closed[0].audio_seconds
     # the transcript holds both speakers, times in order
     tr = httpx.get(f"{live_server.http}/v1/sessions/{sid}/transcript.json").json()
     assert tr["text"].split() == " ".join(f.text for f in f1 + f2).split()
