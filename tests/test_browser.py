@@ -92,3 +92,44 @@ def test_overlay_is_transparent_shows_captions_and_fades(live_server, browser):
     wait_for(lambda: (_alpha(page.screenshot(omit_background=True)) > 0).sum() == 0, 15,
              "the lines to fade out")
     page.close()
+
+
+def test_a_network_blip_while_speaking_loses_no_speech(live_server, browser):
+    """The page's speaker socket drops mid-sentence and its first two tries to reconnect fail
+    (seconds of outage); the page reconnects to the same session and the channel's transcript
+    still holds every word: what the microphone heard meanwhile was held and sent after. Before,
+    it was sent to no socket and lost (and the page gave up after 5 tries, 15 s, while the
+    server may hold a silently dropped speaker's session for its 60 s idle timeout)."""
+    import re
+
+    sockets: list = []
+    outage = [0]  # connections still to fail
+
+    def handler(ws):  # type: ignore[no-untyped-def]
+        if outage[0]:
+            outage[0] -= 1
+            ws.close(code=1001, reason="blip")
+            return
+        sockets.append((ws, ws.connect_to_server()))
+
+    page = browser.new_page()
+    page.route_web_socket(re.compile(r".*/v1/listen.*"), handler)
+    page.goto(live_server.http + "/?session=blip")
+    page.click("[data-testid=start]")
+    wait_for(lambda: page.inner_text("[data-testid=status]") == "live", 30, "live", page=page)
+    page.wait_for_timeout(4000)  # into jfk's speech (1 s of silence, then 11 s)
+    n = len(sockets)
+    outage[0] = 2
+    page_side, server_side = sockets[-1]
+    server_side.close()
+    page_side.close(code=1001, reason="blip")
+    wait_for(lambda: len(sockets) > n and page.inner_text("[data-testid=status]") == "live",
+             60, "the page back on its session", page=page)
+    wait_for(lambda: normalize(page.inner_text("[data-testid=finals]")).count("country") >= 2,
+             60, "the end of the speech", page=page)
+    page.click("[data-testid=stop]")
+    wait_for(lambda: page.inner_text("[data-testid=status]") == "stopped", 30, "stopped",
+             page=page)
+    txt = httpx.get(f"{live_server.http}/v1/sessions/blip/transcript.txt").text
+    assert wer(references()["jfk.wav"], txt) <= 0.15, txt
+    page.close()

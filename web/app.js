@@ -8,7 +8,11 @@ const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
 const viewSession = params.get("view");
 const token = params.get("token");  // ours, when the server asks for one; may be a speak token
-const SPEAKER_TRIES = 5;
+// a speaker's page retries for as long as the server may hold its dropped connection's
+// session (its idle timeout, 60 s: a connection that died silently) and then some: 85 s
+const SPEAKER_TRIES = 12;
+// speech held while the page (re)connects, sent once the server takes it: 2 min of 16 kHz s16
+const HELD_MAX_BYTES = 16000 * 2 * 120;
 const VIEWER_TRIES = 8;
 // refusals that pass when a server restarts: worth retrying when we were connected before
 const TRANSIENT = ["shutting_down", "not_ready", "server_full"];
@@ -20,6 +24,8 @@ const state = {
   // speaker's own token, which could speak), or in viewer mode the token the viewer came with
   viewToken: viewSession ? token : null,
   joined: false,  // this page was in its session before: a refusal now may pass in a moment
+  live: null,  // the speaker socket the server took (`ready`): audio goes there
+  held: [], heldBytes: 0,  // microphone audio captured while no socket was live
   segments: new Segments(),
 };
 
@@ -100,6 +106,8 @@ function refused(err, code) {
 
 function onSpeakerMessage(m, ws, started) {
   if (m.type === "ready") {
+    state.live = ws;
+    sendAudio(null);  // what was said while (re)connecting goes first
     state.session = m.session;
     state.viewToken = m.view_token || null;
     state.joined = true;
@@ -168,12 +176,27 @@ async function start() {
   state.node = new AudioWorkletNode(state.ctx, "pcm16k");
   state.node.port.onmessage = ({ data }) => {
     $("level").value = Math.min(1, data.rms * 4);
-    const ws = state.link && state.link.socket();
-    if (ws && ws.readyState === WebSocket.OPEN) ws.send(data.pcm);
+    sendAudio(data.pcm);
   };
   src.connect(state.node);
   connectSpeaker();
   $("stop").disabled = false;
+}
+
+/** Audio to the live socket; while there is none (connecting, or reconnecting after a drop)
+ * it is held, up to HELD_MAX_BYTES (the oldest goes first), and sent when the server takes the
+ * page again: a network blip loses no speech. Before, it was sent to no one. */
+function sendAudio(pcm) {
+  const ws = state.link && state.link.socket();
+  if (ws && ws === state.live && ws.readyState === WebSocket.OPEN) {
+    for (const chunk of state.held) ws.send(chunk);
+    state.held = []; state.heldBytes = 0;
+    if (pcm) ws.send(pcm);
+    return;
+  }
+  if (!pcm) return;
+  state.held.push(pcm); state.heldBytes += pcm.byteLength;
+  while (state.heldBytes > HELD_MAX_BYTES) state.heldBytes -= state.held.shift().byteLength;
 }
 
 /** The Stop button: no more reconnects; the server answers `close` with the last finals and
@@ -187,6 +210,7 @@ function stop() {
 }
 
 function releaseMic() {
+  state.held = []; state.heldBytes = 0; state.live = null;
   if (state.stream) state.stream.getTracks().forEach((t) => t.stop());
   if (state.ctx) state.ctx.close();
   state.stream = state.ctx = state.node = null;
