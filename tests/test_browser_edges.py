@@ -91,13 +91,19 @@ def test_a_session_live_elsewhere_is_said_and_not_retried(live_server, browser):
     second.close()
 
 
-def test_viewer_of_a_missing_session_says_it_does_not_exist(live_server, browser):
+def test_a_viewer_page_opened_before_the_speaker_starts_waits_for_them(live_server, browser):
+    """A meeting's viewer link opened early said "does not exist" and stayed so (the overlay
+    waited): now it says the session has not started (or the link is wrong) and shows the
+    speaker once they start."""
     page = browser.new_page()
     page.add_init_script(COUNT_SOCKETS)
-    page.goto(live_server.http + "/?view=nosuchsession")
-    wait_for(lambda: "does not exist" in message(page), 20, "a sentence saying so")
-    assert "nosuchsession" in message(page)
-    assert_no_retry(page)
+    page.goto(live_server.http + "/?view=early")
+    wait_for(lambda: "not started" in message(page), 20, "a sentence saying so")
+    assert "early" in message(page) and "link" in message(page)
+    wait_for(lambda: len(sockets(page)) >= 2, 10, "a second try")
+    first = stream(live_server.url, "jfk.wav", "early")
+    wait_for(lambda: normalize(page.inner_text("[data-testid=finals]"))
+             == normalize(first.text), 30, "the speaker's finals on the page")
     page.close()
 
 

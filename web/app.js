@@ -247,6 +247,14 @@ function watch(session) {
       // after a server restart the speaker's page brings the session back within seconds
       const again = err && (err.code === "unknown_session" || TRANSIENT.includes(err.code));
       if (state.joined && again) return backoff(attempt);
+      if (err && err.code === "unknown_session") {
+        // a link opened before its speaker starts (as the overlay does, it waits): tries
+        // afresh every 3 s, so the waiting never counts as failures
+        setStatus("waiting", "connecting");
+        say(`${explainError(err, context())} This page waits for it and shows it when it starts.`);
+        setTimeout(() => watch(session), 3000);
+        return null;
+      }
       refused(err, code);
       return null;
     },
