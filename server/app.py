@@ -197,6 +197,7 @@ class WhisperWire:
             sid = self.admit_viewer(ws)
             viewer = self.hub.watch(sid)
         except ClientError as exc:
+            self.metrics.errors.labels(exc.code).inc()  # as a speaker's refusal is
             await _refuse(ws, exc)
             return
         await ws.accept()
