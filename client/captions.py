@@ -84,6 +84,10 @@ async def watch_when_live(url: str, session: str, on_message: Callable[[wire.Mes
 
 def main(args: Any) -> int:
     def body() -> int:
+        if not wire.valid_session_id(args.session):  # ("a/b" reached no route: HTTP 403)
+            print(f"whisperwire: {args.session!r} cannot be a session id: {wire.BAD_SESSION}",
+                  file=sys.stderr)
+            return 1
         url = ws_url(args.url)
         check_output(args.output)
         printer = CaptionPrinter(one_per_line=getattr(args, "lines", False))

@@ -105,6 +105,12 @@ def test_stream_refuses_an_http_url_and_a_foreign_one(live_server):
                  "cannot reach the server")
 
 
+def test_captions_of_what_cannot_be_a_session_id_says_so(live_server):
+    """'a/b' reached no route on the server and was told 'HTTP 403, forbidden (check
+    --token)': the wrong cause."""
+    said_plainly(cli("captions", "a/b", "--url", live_server.url), "cannot be a session id")
+
+
 # -- refusals and endings from the server ------------------------------------------------------
 
 def test_a_wrong_language_is_a_sentence_every_time(live_server):
