@@ -90,6 +90,7 @@ def test_server_vad_turns_at_twice_real_time(live_server):
     assert kinds.count("input_audio_buffer.committed") >= 2
     for joined, completed in items(events).values():
         assert completed is not None and joined == completed, "deltas join to the transcript"
+    assert_openai_order(events)  # (deltas came before committed: as the words became final)
     text = " ".join(e.transcript for e in done)
     assert wer(ref, text) <= 0.25, text
     tr = httpx.get(f"{live_server.http}/v1/sessions/{sid}/transcript.json").json()
@@ -155,6 +156,7 @@ def test_server_vad_turns_sent_flat_out_each_complete_with_their_own_words(live_
     for name, e in zip(NAMES, done):
         assert wer(references()[name], e.transcript) <= 0.25, (name, e.transcript)
     assert done[-1].transcript == ""
+    assert_openai_order(events)
 
 
 @pytest.mark.timeout(90)
@@ -196,3 +198,85 @@ def test_a_manual_commit_inside_a_pause_completes_its_turn_with_every_word(live_
     (joined, completed), = per_item.values()
     assert completed is not None and joined == completed
     assert wer(references()["LJ001-0002.wav"], completed) <= 0.2, completed
+
+
+@pytest.mark.timeout(120)
+def test_clear_and_commit_while_a_decode_is_out_leave_the_session_working(live_server):
+    """A clear, then a commit, sent while a decode was with the engine: the deferred clear ran
+    inside the commit and dropped the decode in flight, whose result then raised in the
+    session's decode loop: every later turn was committed and never transcribed, with no
+    error. Now the cleared buffer is empty at once (the commit gets commit_empty), the
+    decode's result is dropped, and the next turn completes with its own words."""
+    a, b = at(load16k("LJ001-0002.wav"), 24000), at(load16k("LJ001-0004.wav"), 24000)
+    with client(live_server).realtime.connect(extra_query={"intent": "transcription"}) as conn:
+        assert conn.recv().type == "session.created"
+        conn.session.update(session={"type": "transcription", "audio": {"input": {
+            "format": {"type": "audio/pcm", "rate": 24000}, "turn_detection": None}}})
+        assert conn.recv().type == "session.updated"
+        pcm = s16(a)[: 2 * 48000]
+        for i in range(0, len(pcm), 4800):  # 2 s in 100 ms appends, at once: decodes start
+            conn.input_audio_buffer.append(audio=base64.b64encode(pcm[i : i + 4800]).decode())
+        time.sleep(0.3)
+        conn.input_audio_buffer.clear()
+        conn.input_audio_buffer.commit()
+        events = []
+        while (e := conn.recv()).type != "input_audio_buffer.cleared":
+            events.append(e)
+        e = conn.recv()
+        assert e.type == "error" and e.error.code == "input_audio_buffer_commit_empty", e
+        assert COMPLETED not in [x.type for x in events], "no turn of the cleared audio"
+        conn.input_audio_buffer.append(audio=base64.b64encode(s16(b)).decode())
+        conn.input_audio_buffer.commit()
+        while (e := conn.recv()).type != COMPLETED:
+            pass
+    assert wer(references()["LJ001-0004.wav"], e.transcript) <= 0.3, e.transcript
+
+
+def assert_openai_order(events) -> None:
+    """Per item, OpenAI's order: (speech_started, speech_stopped,) committed once, deltas,
+    completed once; nothing for an item never committed."""
+    seen: dict[str, list[str]] = {}
+    short = {"input_audio_buffer.speech_started": "S", "input_audio_buffer.speech_stopped": "T",
+             "input_audio_buffer.committed": "C", DELTA: "d", COMPLETED: "X"}
+    for e in events:
+        if e.type in short:
+            seen.setdefault(e.item_id, []).append(short[e.type])
+    for item, marks in seen.items():
+        m = "".join(marks).replace("S", "", 1).replace("T", "", 1)
+        assert m.count("C") == 1 and m.startswith("C"), (item, marks)
+        assert m.count("X") <= 1 and ("X" not in m or m.endswith("X")), (item, marks)
+
+
+@pytest.mark.timeout(120)
+def test_quick_commits_and_a_clear_keep_each_turn_to_its_own_audio(live_server):
+    """Push-to-talk without waiting: two commits back to back made one item of both turns'
+    words (committed twice) and a completed for an item never committed; speech cleared
+    before a commit was delivered and completed as a turn; a commit in server_vad mode
+    committed the first turn again. Now every commit is an item of its own audio, cleared
+    speech is no turn, and every item goes committed -> deltas -> completed."""
+    a = s16(at(load16k("LJ001-0002.wav"), 24000))
+    b = s16(at(load16k("LJ001-0004.wav"), 24000))
+    c = s16(at(load16k("LJ001-0008.wav"), 24000))
+    refs = references()
+    with client(live_server).realtime.connect(extra_query={"intent": "transcription"}) as conn:
+        conn.session.update(session={"type": "transcription", "audio": {"input": {
+            "format": {"type": "audio/pcm", "rate": 24000}, "turn_detection": None}}})
+        for pcm in (a, b):
+            conn.input_audio_buffer.append(audio=base64.b64encode(pcm).decode())
+            conn.input_audio_buffer.commit()
+        for i in range(0, len(c), 4800):  # spoken at 3x real time, then cancelled
+            conn.input_audio_buffer.append(audio=base64.b64encode(c[i : i + 4800]).decode())
+            time.sleep(0.1 / 3)
+        conn.input_audio_buffer.clear()
+        conn.input_audio_buffer.append(audio=base64.b64encode(a).decode())
+        conn.input_audio_buffer.commit()
+        events = []
+        while sum(e.type == COMPLETED for e in events) < 3:
+            events.append(conn.recv())
+    assert_openai_order(events)
+    done = [e for e in events if e.type == COMPLETED]
+    committed = [e.item_id for e in events if e.type == "input_audio_buffer.committed"]
+    assert [e.item_id for e in done] == committed, "one turn per commit, in order"
+    for e, name in zip(done, ["LJ001-0002.wav", "LJ001-0004.wav", "LJ001-0002.wav"]):
+        assert wer(refs[name], e.transcript) <= 0.3, (name, e.transcript)
+    assert "surpassed" not in " ".join(e.transcript for e in done).lower(), "cleared speech"

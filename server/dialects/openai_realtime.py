@@ -2,12 +2,16 @@
 ``client.realtime.connect(extra_query={"intent": "transcription"})`` of the ``openai`` SDK
 works with only ``base_url`` changed.
 
-Turns are conversation items. With ``server_vad`` our VAD opens and closes them
-(``speech_started``, ``speech_stopped``, ``committed``); with ``turn_detection: null`` the
-client's ``commit`` does. Our finals go out as the item's ``delta`` events the moment they are
-final, so deltas are append-only: no later delta contradicts one sent, and the deltas of an item
-joined are exactly its ``completed`` transcript. The session id is in ``session.created``
-(``session.id``), for viewers and transcript downloads.
+Turns are conversation items, in OpenAI's order: ``speech_started``, ``speech_stopped``,
+``committed``, ``delta``..., ``completed``, once each per item. With ``server_vad`` our VAD opens
+and closes them (a client's ``commit`` closes the one under way); with ``turn_detection: null``
+each ``commit`` makes a new one of the audio since the last commit or ``clear``. Each final word
+goes to the turn it was spoken in, by time; words of a turn not yet committed wait for its
+``committed``, then go out as ``delta`` events the moment they are final, so deltas are
+append-only and an item's deltas joined are exactly its ``completed`` transcript. A ``clear``
+discards the uncommitted audio's words as they become final (the session decodes on: committed
+turns lose nothing). The session id is in ``session.created`` (``session.id``), for viewers and
+transcript downloads.
 """
 
 from __future__ import annotations
@@ -46,13 +50,19 @@ def _id(prefix: str) -> str:
     return prefix + secrets.token_hex(10)
 
 
+def _mid(w: wire.Word) -> float:
+    return (w.start + w.end) / 2
+
+
 @dataclass
 class _Item:
     id: str
-    start: float | None = None  # seconds of stream, from the VAD (server_vad)
+    start: float | None = None  # seconds of stream: the VAD's (server_vad) or the commits'
     end: float | None = None
     parts: list[str] = field(default_factory=list)
     text: str = ""
+    committed: bool = False  # deltas go out only after ``committed``, as OpenAI's do
+    held: str = ""  # the delta of words final before that
 
     def add(self, piece: str) -> str:
         """Append a final's text; the delta that extends the transcript by it."""
@@ -86,13 +96,16 @@ class RealtimeConnection(ListenConnection):
                                              server.config.vad.hangover_ms,
                                              "prefix_padding_ms": server.config.vad.pre_roll_ms,
                                              "threshold": 0.5}
+        # turns not yet complete, in stream order: server_vad's from the VAD (the last may be
+        # open: speech started, not yet committed), manual ones from the commits
         self.items: deque[_Item] = deque()
-        self.last_item: str | None = None
-        # where each manual commit cut the stream (seconds), while its turn is not complete
-        self.commits: deque[float] = deque()
+        self.last_item: str | None = None  # the last turn completed
+        self.last_committed: str | None = None
+        self.cut = 0.0  # where the uncommitted buffer starts (the last commit or clear), s
+        self.loose: list[wire.Word] = []  # manual turns: final words not yet committed
+        self.dropped: list[tuple[float, float]] = []  # stretches a clear discarded, s
         self.heard = 0  # samples since the last commit or clear
         self.beta = False  # the client speaks the beta transcription_session.* events
-        self._clearing = False  # a clear waits for the decode with the engine
 
     # -- events out ------------------------------------------------------------------------
     def event(self, kind: str, **body: Any) -> None:
@@ -139,9 +152,7 @@ class RealtimeConnection(ListenConnection):
         elif kind == "input_audio_buffer.commit":
             self._commit()
         elif kind == "input_audio_buffer.clear":
-            self._clearing = True
-            if not self.decoding:
-                self._clear()
+            self._clear()
         else:
             raise ClientError("invalid_event", f"unsupported event type {kind!r} in a "
                               "transcription session")
@@ -169,15 +180,26 @@ class RealtimeConnection(ListenConnection):
             raise ClientError("input_audio_buffer_commit_empty",
                               "buffer too small: a commit needs at least 100 ms of audio")
         self.heard = 0
-        item = self._head()
-        self.event("input_audio_buffer.committed", item_id=item.id,
-                   previous_item_id=self.last_item)
-        if self.turns is not None:
-            self.finalize()  # server VAD: flush now; the utterance's end completes the turn
+        cut = self.session.audio_seconds
+        if self.turns is not None:  # server VAD: the turn under way ends here
+            item = self._open()
+            if item is None:  # (the VAD heard no speech since the last turn)
+                item = _Item(_id("item_"), start=self.cut)
+                self.items.append(item)
+            item.end = cut
+            self.cut = cut
+            self._committed(item)
+            self.finalize()  # its words become final now; its end completes the turn
             return
-        # manual turns: the turn ends here (the VAD closes its utterance at this point), and
-        # is complete once everything heard before this point is final
-        self.commits.append(self.session.audio_seconds)
+        # manual turns: a new turn of the audio since the last commit or clear; the VAD
+        # closes its utterance here, and the turn is complete once it is all final
+        item = _Item(_id("item_"), start=self.cut, end=cut)
+        self.cut = cut
+        self.items.append(item)
+        self._committed(item)
+        mine = [w for w in self.loose if _mid(w) < cut]
+        self.loose = [w for w in self.loose if _mid(w) >= cut]
+        self._deliver(item, join_words(mine))
         self.session.finish()
         self.wake.set()
         # (finish may have made the words of an early end decode final: they go with this turn)
@@ -185,40 +207,50 @@ class RealtimeConnection(ListenConnection):
 
     def _publish(self, events: list[wire.Message]) -> None:
         super()._publish(events)
-        if self._clearing:
-            self._clear()
         self._settle()
 
     def _clear(self) -> None:
-        """Drop the audio not yet final (between decodes: the one with the engine is kept);
-        turns already under way are completed with what was sent of them."""
-        self._clearing = False
-        self.session.abandon()
-        self.vad.take()  # the VAD's end of the dropped speech is no turn
+        """Discard the uncommitted audio, as OpenAI's buffer does: words heard in it are
+        dropped when they become final (the session goes on decoding, so nothing committed
+        is lost, and no decode is pulled from under the engine); an open turn is no turn."""
+        now = self.session.audio_seconds
+        self.dropped.append((self.cut, now))
+        self.loose = []
         self.heard = 0
-        self.commits.clear()
-        while self.items:
-            self._complete()
+        item = self._open()
+        if item is not None:
+            self.items.remove(item)
+        self.cut = now
         self.event("input_audio_buffer.cleared")
 
     def _settle(self) -> None:
-        """A turn is complete when nothing heard is left to decode: a commit's (manual turns),
-        or one the VAD ended, whether it had words or was noise (server_vad)."""
-        while self.turns is not None and self.items and self.items[0].end is not None \
+        """A committed turn is complete when nothing heard is left to decode (also when it
+        was noise and had no words)."""
+        while self.items and self.items[0].committed and self.items[0].end is not None \
                 and self.session.flushed:
-            self._complete()
-        while self.commits and self.session.flushed:
-            self.commits.popleft()
             self._complete()
 
     # -- turns -----------------------------------------------------------------------------
-    def _head(self) -> _Item:
-        if not self.items:
-            self.items.append(_Item(_id("item_")))
-        return self.items[0]
+    def _open(self) -> _Item | None:
+        """server_vad: the turn whose speech started and is not committed yet."""
+        last = self.items[-1] if self.items else None
+        return last if last is not None and not last.committed else None
+
+    def _committed(self, item: _Item) -> None:
+        item.committed = True
+        self.event("input_audio_buffer.committed", item_id=item.id,
+                   previous_item_id=self.last_committed)
+        self.last_committed = item.id
+        if item.held:
+            held, item.held = item.held, ""
+            self.event("conversation.item.input_audio_transcription.delta", item_id=item.id,
+                       content_index=0, delta=held)
 
     def _complete(self) -> None:
-        item = self.items.popleft() if self.items else _Item(_id("item_"))
+        """The head turn is complete (never one not committed: its words may still come)."""
+        if not self.items or not self.items[0].committed:
+            return
+        item = self.items.popleft()
         self.event("conversation.item.input_audio_transcription.completed", item_id=item.id,
                    content_index=0, transcript=item.text,
                    usage={"type": "duration", "seconds": round(
@@ -235,63 +267,84 @@ class RealtimeConnection(ListenConnection):
                 self.items.append(item)
                 self.event("input_audio_buffer.speech_started", item_id=item.id,
                            audio_start_ms=int(t * 1000))
-            elif isinstance(m, SpeechEnd) and self.items:
-                item = self.items[-1]
-                item.end = t
+            elif isinstance(m, SpeechEnd) and (item := self._open()) is not None:
+                item.end = t  # (a turn the client committed or cleared has no VAD end)
+                self.cut = t
                 self.event("input_audio_buffer.speech_stopped", item_id=item.id,
                            audio_end_ms=int(t * 1000))
-                prev = self.items[-2].id if len(self.items) > 1 else self.last_item
-                self.event("input_audio_buffer.committed", item_id=item.id,
-                           previous_item_id=prev)
+                self._committed(item)
 
     def send(self, msg: Any) -> None:
         if isinstance(msg, wire.Final):
             self._final(msg)
-        elif isinstance(msg, wire.UtteranceEnd) and self.turns is not None and self.items:
+        elif isinstance(msg, wire.UtteranceEnd) and self.turns is not None:
             self._complete()  # the turn's words were all final already: as an eou would
         super().send(msg)
 
     def _final(self, f: wire.Final) -> None:
+        words = [w for w in f.words if not any(a <= _mid(w) < b for a, b in self.dropped)]
         if self.turns is not None:
-            self._turn_final(f)
+            self._turn_final(words, f.eou)
             return
-        # a final after a commit point: that commit's turn has all its words
-        while self.commits and f.start >= self.commits[0]:
-            self.commits.popleft()
-            self._complete()
-        self._deliver(f.text)
+        # manual turns: each word to the committed turn it was spoken in (a word past a
+        # turn's end completes it), or held until a commit makes its turn
+        run: list[wire.Word] = []
+        for w in words:
+            while self.items and _mid(w) >= (self.items[0].end or 0.0):
+                self._deliver(self.items[0], join_words(run))
+                run = []
+                self._complete()
+            if self.items:
+                run.append(w)
+            else:
+                self.loose.append(w)
+        if self.items:
+            self._deliver(self.items[0], join_words(run))
 
-    def _turn_final(self, f: wire.Final) -> None:
+    def _turn_final(self, words: list[wire.Word], eou: bool) -> None:
         """server_vad: each word goes to the turn it was spoken in, since under backlog one
         final spans several turns. A turn is complete once words of a later turn arrive
         (with none: it was noise), and at the ``eou`` of its last final."""
         run: list[wire.Word] = []
-        for w in f.words:
+        for w in words:
+            last = self.items[-1] if self.items else None
+            if last is None or (last.committed and _mid(w) >= (last.end or 0.0)):
+                # speech the client's commit cut, going on: the VAD started no turn for it
+                if run:
+                    self._deliver(self.items[0], join_words(run))
+                run = []
+                self.items.append(item := _Item(_id("item_"), start=w.start))
+                self.event("input_audio_buffer.speech_started", item_id=item.id,
+                           audio_start_ms=int(w.start * 1000))
             while self._spoken_after_head(w):
-                self._deliver(join_words(run))
+                self._deliver(self.items[0], join_words(run))
                 run = []
                 self._complete()
             run.append(w)
-        self._deliver(join_words(run))
-        if f.eou and self.items:
+        if self.items:
+            self._deliver(self.items[0], join_words(run))
+        if eou:
             self._complete()
 
     def _spoken_after_head(self, w: wire.Word) -> bool:
         """``w`` lies past the middle of the pause between the head turn and the next (or
-        past the one end of it known: a head that a commit's words made has no VAD times)."""
-        if len(self.items) < 2:
+        past the one end of it known), and the head is committed (else it is still going)."""
+        if len(self.items) < 2 or not self.items[0].committed:
             return False
         known = [t for t in (self.items[0].end, self.items[1].start) if t is not None]
-        return bool(known) and (w.start + w.end) / 2 >= sum(known) / len(known)
+        return bool(known) and _mid(w) >= sum(known) / len(known)
 
-    def _deliver(self, text: str) -> None:
+    def _deliver(self, item: _Item, text: str) -> None:
         if not text:
             return
-        item = self._head()
         delta = item.add(text)
-        if delta:
-            self.event("conversation.item.input_audio_transcription.delta", item_id=item.id,
-                       content_index=0, delta=delta)
+        if not delta:
+            return
+        if not item.committed:
+            item.held += delta
+            return
+        self.event("conversation.item.input_audio_transcription.delta", item_id=item.id,
+                   content_index=0, delta=delta)
 
     def _update(self, s: Any) -> None:
         if not isinstance(s, dict):
