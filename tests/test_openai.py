@@ -88,3 +88,23 @@ def test_models_and_errors(live_server):
     with pytest.raises(openai.APIStatusError) as err:
         oa.audio.transcriptions.create(file=("big.wav", b"\0" * (26 << 20)), model="whisper-1")
     assert err.value.status_code == 413 and "Maximum content size" in err.value.message
+
+
+@pytest.mark.timeout(120)
+def test_stream_true_sends_the_transcript_as_it_is_made(live_server, sample):
+    """stream=True (the SDK's Stream of transcript.text.delta / .done events) was refused with
+    400 for every model. Now the file's finals come as deltas while it decodes, then done;
+    whisper-1 ignores it, as OpenAI's does (the SDK says so)."""
+    data, ref, seconds = sample
+    oa = client(live_server)
+    events = list(oa.audio.transcriptions.create(file=("speech.wav", data),
+                                                 model="gpt-4o-transcribe", stream=True))
+    kinds = [e.type for e in events]
+    assert kinds[-1] == "transcript.text.done" and kinds.count("transcript.text.delta") >= 2
+    done = events[-1]
+    assert "".join(e.delta for e in events[:-1]) == done.text
+    assert wer(ref, done.text) <= 0.25, done.text
+    assert done.usage.seconds == pytest.approx(seconds, abs=0.05)
+    r = httpx.post(f"{live_server.http}/v1/audio/transcriptions", files={
+        "file": ("speech.wav", data)}, data={"model": "whisper-1", "stream": "true"})
+    assert r.status_code == 200 and wer(ref, r.json()["text"]) <= 0.25

@@ -181,8 +181,11 @@ class _FileSocket:
 
 async def decode_file(server: WhisperWire, token: str | None, audio: np.ndarray, *,
                       language: str | None = None, task: str = "transcribe",
-                      prompt: str | None = None, api: str = "file") -> FileResult:
-    """Decode 16 kHz float32 audio as a session of its own, flat out. Raises ClientError when the speaker may not (auth, room, language, duration)."""
+                      prompt: str | None = None, api: str = "file",
+                      admitted: Callable[[Any], None] | None = None) -> FileResult:
+    """Decode 16 kHz float32 audio as a session of its own, flat out. Raises ClientError when
+    the speaker may not (auth, room, language, duration). ``admitted`` gets the session's
+    transcript once it is taken (its finals grow as they are made: for streaming them)."""
     cfg = server.config
     if len(audio) / MODEL_RATE > cfg.max_session_s:
         raise ClientError("file_too_long",
@@ -190,6 +193,8 @@ async def decode_file(server: WhisperWire, token: str | None, audio: np.ndarray,
     params, transcript = server.admit(token, lambda: wire.ListenParams(
         sample_rate=MODEL_RATE, encoding="pcm_f32le", language=language, task=task,
         prompt=prompt))
+    if admitted is not None:
+        admitted(transcript)
     conn = ListenConnection(_FileSocket(audio), params, server.engine, server.hub,  # type: ignore[arg-type]
                             transcript, cfg, server.metrics)
     conn.idle_timeout_s = max(cfg.idle_timeout_s, 3600.0)  # the file never goes quiet

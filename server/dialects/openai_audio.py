@@ -9,16 +9,19 @@ downloadable under that id like any other session's.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
 from typing import TYPE_CHECKING, Any
 
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.types import Message
 
 from .. import subtitles, wire
 from ..errors import ClientError
+from ..text import join_texts
 from .common import FileResult, check_speaker, decode_file, load_media, speaker_token
 
 if TYPE_CHECKING:
@@ -117,9 +120,6 @@ def _options(fields: dict[str, Any], task: str, engine: Any) -> tuple[str, list[
     if any(g not in ("word", "segment") for g in grans):
         raise ClientError("bad_timestamp_granularities",
                           "timestamp_granularities[] are 'word' and 'segment'")
-    if str(fields.get("stream", "false")).lower() == "true":
-        raise ClientError("unsupported_stream", "stream=true is not supported; use the "
-                          "realtime WebSocket /v1/realtime?intent=transcription")
     if task not in tasks(engine):
         raise ClientError("unsupported_task", f"model {engine.model_name} cannot translate")
     try:
@@ -145,6 +145,8 @@ async def transcribe(server: WhisperWire, request: Request, task: str) -> Respon
         fields, data = await _form(request)
         fmt, grans, (lang, prompt) = _options(fields, task, server.engine)
         audio = await load_media(data, server.config.max_session_s)
+        if _streams(fields, task, fmt):
+            return await _stream(server, token, audio, lang, prompt)
         res = await decode_file(server, token, audio, language=lang, task=task, prompt=prompt,
                                 api="openai-file")
     except ClientError as exc:
@@ -154,6 +156,66 @@ async def transcribe(server: WhisperWire, request: Request, task: str) -> Respon
     headers = {"x-request-id": res.session, "x-whisperwire-session": res.session,
                "openai-processing-ms": str(int((time.monotonic() - started) * 1000))}
     return render(res, fmt, grans, task, headers)
+
+
+def _streams(fields: dict[str, Any], task: str, fmt: str) -> bool:
+    """``stream=true`` as OpenAI reads it: server-sent events of the transcript as it is made,
+    for transcriptions in json or text; ignored for ``whisper-1`` (so the SDK says) and for
+    the other formats and translations, which OpenAI does not stream either."""
+    asked = str(fields.get("stream", "false")).lower() == "true"
+    return asked and task == "transcribe" and fmt in ("json", "text") and str(
+        fields.get("model") or "") != "whisper-1"
+
+
+async def _stream(server: WhisperWire, token: str | None, audio: Any, lang: str | None,
+                  prompt: str | None) -> Response:
+    """``transcript.text.delta`` for each final as the file's session makes it, then
+    ``transcript.text.done``. The session is admitted before the response starts, so a
+    refusal is still an HTTP error."""
+    box: list[Any] = []
+    admitted = asyncio.Event()
+
+    def taken(transcript: Any) -> None:
+        box.append(transcript)
+        admitted.set()
+
+    job = asyncio.create_task(decode_file(server, token, audio, language=lang, prompt=prompt,
+                                          api="openai-file", admitted=taken))
+    waiter = asyncio.create_task(admitted.wait())
+    await asyncio.wait({job, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    waiter.cancel()
+    if not admitted.is_set():
+        job.result()  # its refusal (ClientError), said as an HTTP error
+    transcript = box[0]
+
+    def event(body: dict[str, Any]) -> str:
+        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+    async def events() -> Any:
+        sent, text = 0, ""
+        while True:
+            done = job.done()
+            finals = list(transcript.finals)
+            for f in finals[sent:]:
+                piece = join_texts([text, f.text])[len(text):] if text else f.text.strip()
+                text += piece
+                yield event({"type": "transcript.text.delta", "delta": piece, "logprobs": None})
+            sent = len(finals)
+            if done:
+                break
+            await asyncio.sleep(0.1)
+        if job.exception() is not None:
+            yield event({"type": "error", "error": {"type": "server_error",
+                                                     "code": "decode_failed",
+                                                     "message": "decoding failed; try again"}})
+            return
+        seconds = len(audio) / 16000
+        yield event({"type": "transcript.text.done", "text": text, "logprobs": None,
+                     "usage": {"type": "duration", "seconds": round(seconds, 3)}})
+
+    return StreamingResponse(events(), media_type="text/event-stream", headers={
+        "x-request-id": transcript.session, "x-whisperwire-session": transcript.session,
+        "cache-control": "no-cache"})
 
 
 def render(res: FileResult, fmt: str, grans: list[str], task: str,
