@@ -59,6 +59,8 @@ class ServerConfig:
     # connecting; idle and slowloris connections are closed (``whisperwire serve`` only)
     handshake_timeout_s: float = 10.0
     idle_timeout_s: float = 60.0  # no message at all for this long ends a session
+    # ... an OpenAI realtime one: push-to-talk clients send nothing between turns
+    realtime_idle_timeout_s: float = 900.0
     max_session_s: float = 4 * 3600.0
     transcript_retention_s: float = 3600.0
     allowed_origins: tuple[str, ...] = ()  # browsers' Origin header; empty: any

@@ -280,3 +280,33 @@ def test_quick_commits_and_a_clear_keep_each_turn_to_its_own_audio(live_server):
     for e, name in zip(done, ["LJ001-0002.wav", "LJ001-0004.wav", "LJ001-0002.wav"]):
         assert wer(refs[name], e.transcript) <= 0.3, (name, e.transcript)
     assert "surpassed" not in " ".join(e.transcript for e in done).lower(), "cleared speech"
+
+
+@pytest.mark.timeout(120)
+def test_push_to_talk_may_pause_and_append_a_whole_file_in_one_event(engine):
+    """A push-to-talk client is quiet between turns: the session closed it after the
+    speakers' 60 s idle timeout (idle_timeout, 1000), which OpenAI's does not; and one append
+    of more than about 22 s of 24 kHz audio was refused (message_too_large) while OpenAI takes
+    15 MiB per event (the README's own snippet appends a whole file). Here the speakers'
+    timeout is 1 s and the realtime one 30 s."""
+    from conftest import LiveServer
+    from whisperwire.server.app import ServerConfig
+
+    names = ("LJ001-0001.wav", "LJ001-0002.wav", "LJ001-0003.wav", "LJ001-0004.wav")
+    x = np.concatenate([load16k(n) for n in names])
+    pcm = s16(at(x, 24000))
+    assert len(base64.b64encode(pcm)) > 1.5 * (1 << 20)  # (the limit was 1.4 M characters)
+    cfg = ServerConfig(idle_timeout_s=1.0, realtime_idle_timeout_s=30.0)
+    with LiveServer(cfg, engine) as srv:
+        with client(srv).realtime.connect(extra_query={"intent": "transcription"}) as conn:
+            conn.session.update(session={"type": "transcription", "audio": {"input": {
+                "format": {"type": "audio/pcm", "rate": 24000}, "turn_detection": None}}})
+            for _ in range(2):
+                conn.input_audio_buffer.append(audio=base64.b64encode(pcm).decode())
+                conn.input_audio_buffer.commit()
+                while (e := conn.recv()).type not in (COMPLETED, "error"):
+                    pass
+                assert e.type == COMPLETED, e
+                ref = " ".join(references()[n] for n in names)
+                assert wer(ref, e.transcript) <= 0.25, e.transcript
+                time.sleep(2.5)  # quiet for longer than a speaker may be

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = ["RealtimeConnection", "realtime"]
 
 RATE = 24000
+MAX_EVENT_CHARS = 15 << 20
 _FORMATS = {"audio/pcm": ("pcm", RATE), "audio/pcmu": ("mulaw", 8000),
             "audio/pcma": ("alaw", 8000), "pcm16": ("pcm", RATE),
             "g711_ulaw": ("mulaw", 8000), "g711_alaw": ("alaw", 8000)}
@@ -87,8 +88,10 @@ class RealtimeConnection(ListenConnection):
         params = wire.ListenParams(sample_rate=RATE)
         super().__init__(ws, params, server.engine, server.hub, transcript, server.config,
                          server.metrics)
-        # base64 audio travels in JSON: a frame of max_message_bytes audio, plus the envelope
-        self.max_text_chars = server.config.max_message_bytes * 4 // 3 + 4096
+        # base64 audio travels in JSON: up to OpenAI's 15 MiB per event (the SDK appends a
+        # whole file in one), within the WebSocket layer's frame limit
+        self.max_text_chars = min(MAX_EVENT_CHARS, server.config.max_frame_bytes)
+        self.idle_timeout_s = server.config.realtime_idle_timeout_s
         self.model = model
         self.law = "pcm"
         self.fmt = {"type": "audio/pcm", "rate": RATE}
