@@ -85,6 +85,10 @@ def test_models_and_errors(live_server):
         oa.audio.transcriptions.create(file=("a.wav", wav_bytes(load16k("LJ001-0002.wav"))),
                                        model="whisper-1", language="xx")
     assert err.value.body["code"] == "bad_language"
+    with pytest.raises(openai.BadRequestError) as err:  # OpenAI's range is 0 to 1
+        oa.audio.transcriptions.create(file=("a.wav", wav_bytes(load16k("LJ001-0002.wav"))),
+                                       model="whisper-1", temperature=5)
+    assert err.value.body["code"] == "bad_temperature"
     with pytest.raises(openai.APIStatusError) as err:
         oa.audio.transcriptions.create(file=("big.wav", b"\0" * (26 << 20)), model="whisper-1")
     assert err.value.status_code == 413 and "Maximum content size" in err.value.message

@@ -54,7 +54,7 @@ def items(events) -> dict[str, tuple[str, str | None]]:
 
 
 def server_vad_turns(srv, pcm: bytes, step: int, pause_s: float, turns: int,
-                     wait_s: float) -> list:
+                     wait_s: float, silence: float = 500) -> list:
     """Stream 24 kHz pcm16 in ``step``-byte appends (``pause_s`` apart) to a server_vad
     session; every event until ``turns`` turns completed or ``wait_s`` passed."""
     events: list = []
@@ -62,7 +62,7 @@ def server_vad_turns(srv, pcm: bytes, step: int, pause_s: float, turns: int,
         conn.session.update(session={"type": "transcription", "audio": {"input": {
             "format": {"type": "audio/pcm", "rate": 24000},
             "transcription": {"model": "gpt-4o-transcribe", "language": "en"},
-            "turn_detection": {"type": "server_vad", "silence_duration_ms": 500}}}})
+            "turn_detection": {"type": "server_vad", "silence_duration_ms": silence}}}})
         reader = threading.Thread(target=lambda: events.extend(conn), daemon=True)
         reader.start()
         for i in range(0, len(pcm), step):
@@ -80,7 +80,8 @@ def test_server_vad_turns_at_twice_real_time(live_server):
     x = np.concatenate([p for n in NAMES for p in (load16k(n), gap)])
     ref = " ".join(references()[n] for n in NAMES)
     # 100 ms of 24 kHz pcm16 every 50 ms
-    events = server_vad_turns(live_server, s16(at(x, 24000)), 4800, 0.05, len(NAMES), 30)
+    events = server_vad_turns(live_server, s16(at(x, 24000)), 4800, 0.05, len(NAMES), 30,
+                              silence=500.0)  # (a float: a JavaScript client's number)
     kinds = [e.type for e in events]
     assert kinds[:2] == ["session.created", "session.updated"]
     sid = events[0].session.id
@@ -110,8 +111,10 @@ def test_manual_commits_mulaw_and_errors(live_server):
         assert up.type == "session.updated" and up.session.audio.input.turn_detection is None
         conn.send({"type": "input_audio_buffer.dance"})  # type: ignore[arg-type]
         assert conn.recv().type == "error"
-        conn.send({"type": "input_audio_buffer.append", "audio": "!!not base64!!"})
-        assert conn.recv().error.code == "invalid_audio"
+        conn.send({"type": "input_audio_buffer.append", "audio": "!!not base64!!",
+                   "event_id": "evt_mine"})
+        e = conn.recv()
+        assert e.error.code == "invalid_audio" and e.error.event_id == "evt_mine", e
         conn.input_audio_buffer.commit()
         assert conn.recv().error.code == "input_audio_buffer_commit_empty"
         # audio cleared is dropped: none of it reaches a later turn

@@ -123,9 +123,11 @@ def _options(fields: dict[str, Any], task: str, engine: Any) -> tuple[str, list[
     if task not in tasks(engine):
         raise ClientError("unsupported_task", f"model {engine.model_name} cannot translate")
     try:
-        float(fields.get("temperature") or 0.0)
+        temperature = float(fields.get("temperature") or 0.0)
     except ValueError:
         raise ClientError("bad_temperature", "temperature must be a number") from None
+    if not 0.0 <= temperature <= 1.0:  # (NaN too)
+        raise ClientError("bad_temperature", "temperature is between 0 and 1")
     lang = str(fields.get("language") or "").split("-")[0].lower() or None
     prompt = str(fields.get("prompt") or "") or None
     if prompt is not None and len(prompt) > 1000:

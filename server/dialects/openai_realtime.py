@@ -109,6 +109,7 @@ class RealtimeConnection(ListenConnection):
         self.dropped: list[tuple[float, float]] = []  # stretches a clear discarded, s
         self.heard = 0  # samples since the last commit or clear
         self.beta = False  # the client speaks the beta transcription_session.* events
+        self._client_event: str | None = None  # the event_id of the client event in hand
 
     # -- events out ------------------------------------------------------------------------
     def event(self, kind: str, **body: Any) -> None:
@@ -128,17 +129,22 @@ class RealtimeConnection(ListenConnection):
     def encode(self, msg: Any) -> list[str]:
         if isinstance(msg, _Raw):
             return [json.dumps(msg.body, ensure_ascii=False)]
-        if isinstance(msg, wire.Error):
-            return [json.dumps({"type": "error", "event_id": _id("event_"), "error": {
-                "type": "invalid_request_error", "code": msg.code, "message": msg.message,
-                "param": None, "event_id": None}})]
         return []
+
+    def _error(self, e: wire.Error) -> _Raw:
+        """OpenAI's error event, naming the client event that caused it (if it had an id)."""
+        return _Raw({"type": "error", "event_id": _id("event_"), "error": {
+            "type": "invalid_request_error", "code": e.code, "message": e.message,
+            "param": None, "event_id": self._client_event}})
 
     # -- input -----------------------------------------------------------------------------
     def take_audio(self, data: bytes) -> Any:
         raise ClientError("bad_audio", "send audio as input_audio_buffer.append events")
 
     def take_text(self, text: str) -> bool:
+        """One client event. An error it causes names it (``error.event_id``): the id stays
+        in hand until that error is sent, and is let go when the event went well."""
+        self._client_event = None
         try:
             msg = wire.loads(text)
         except (ValueError, RecursionError) as exc:
@@ -147,6 +153,8 @@ class RealtimeConnection(ListenConnection):
         if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
             raise ClientError("invalid_event", "an event is a JSON object with a 'type'")
         kind = msg["type"]
+        event_id = msg.get("event_id")
+        self._client_event = event_id if isinstance(event_id, str) else None
         if kind == "input_audio_buffer.append":
             self._append(msg.get("audio"))
         elif kind in ("session.update", "transcription_session.update"):
@@ -159,6 +167,7 @@ class RealtimeConnection(ListenConnection):
         else:
             raise ClientError("invalid_event", f"unsupported event type {kind!r} in a "
                               "transcription session")
+        self._client_event = None
         return False
 
     def _append(self, audio: Any) -> None:
@@ -282,6 +291,11 @@ class RealtimeConnection(ListenConnection):
             self._final(msg)
         elif isinstance(msg, wire.UtteranceEnd) and self.turns is not None:
             self._complete()  # the turn's words were all final already: as an eou would
+        elif isinstance(msg, wire.Error):
+            super().send(msg)  # (counted, as every error is)
+            self.outbox.put(self._error(msg))
+            self._client_event = None
+            return
         super().send(msg)
 
     def _final(self, f: wire.Final) -> None:
@@ -428,10 +442,12 @@ class RealtimeConnection(ListenConnection):
                               "(semantic_vad is not supported)")
         silence = td.get("silence_duration_ms")
         if silence is not None:
-            if not isinstance(silence, int) or not 200 <= silence <= 10000:
+            # (500.0 too: a JavaScript client's numbers are all floats)
+            if isinstance(silence, bool) or not isinstance(silence, (int, float)) \
+                    or not 200 <= silence <= 10000:
                 raise ClientError("invalid_turn_detection",
                                   "silence_duration_ms must be 200..10000")
-            self._hangover(silence)
+            self._hangover(int(round(silence)))
         self.turns = {**(self.turns or {}), **td}
 
     def _hangover(self, ms: int) -> None:
