@@ -199,7 +199,8 @@ class WhisperWire:
             sid = self.admit_viewer(ws)
             viewer = self.hub.watch(sid)
         except ClientError as exc:
-            self.metrics.errors.labels(exc.code).inc()  # as a speaker's refusal is
+            if exc.code != "unknown_session":  # (a page or overlay waiting for its speaker
+                self.metrics.errors.labels(exc.code).inc()  # asks every 3 s: no error)
             await _refuse(ws, exc)
             return
         await ws.accept()

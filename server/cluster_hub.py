@@ -213,7 +213,8 @@ class Directory:
     def _lost(self, ch: _Channel) -> None:
         """The speaker's replica stopped renewing: the channel ends with what was published."""
         log.warning("session=%s event=replica_lost owner=%s", ch.session, ch.owner)
-        closed = wire.encode(wire.Closed("replica_lost", ch.heard))
+        # (on the channel's clock, as every event its viewers get; _end takes the speaker's)
+        closed = wire.encode(wire.Closed("replica_lost", ch.offset + ch.heard))
         ch.bump()
         ch.log.append((ch.seq, closed))
         ch.closed, ch.partial = closed, None

@@ -577,6 +577,7 @@ class StreamSession:
         self.segment = 0
         self._utts: deque[_Run] = deque()
         self._events: list[Message] = []
+        self._last_word_end = 0.0  # where the last final's last word ends (utterance_end)
         self._ids = itertools.count(1)
         self._in_flight: _InFlight | None = None
         self._partial = ""
@@ -603,8 +604,7 @@ class StreamSession:
         if self._utts and self._utts[-1].open:
             self._utts[-1].force_at = self._utts[-1].available
         elif self.flushed:  # nothing heard since the last final: answered at once
-            self._events.append(UtteranceEnd(
-                self._utts[-1].buffer.committed_end if self._utts else 0.0))
+            self._events.append(UtteranceEnd(self._last_word_end))
 
     def finish(self) -> None:
         """End of stream: the open utterance ends here and everything heard becomes final."""
@@ -992,7 +992,7 @@ class StreamSession:
         u.buffer.insert(words)
         u.held_by = kind
         if kind == _Kind.END:
-            self._end_utterance(u.buffer.commit_all(), u)
+            self._end_utterance(u.buffer.commit_all())
             self._end_sentence(u)
             done = int(round(win_end * MODEL_RATE))
             while u.ends and u.ends[0] <= done:
@@ -1002,7 +1002,7 @@ class StreamSession:
                 u.force_at = None
             self._slide_window(u)
         elif kind == _Kind.FORCED:
-            self._end_utterance(u.buffer.commit_all(), u)
+            self._end_utterance(u.buffer.commit_all())
             u.force_at = None
             self._slide_window(u)
         elif kind == _Kind.FULL:
@@ -1219,18 +1219,19 @@ class StreamSession:
         self._events.append(
             Final(self.segment, text, words[0].start, words[-1].end, tuple(words), eou)
         )
+        self._last_word_end = words[-1].end
         self.segment += 1
         self._partial = ""
         self._committed_text = join_texts([self._committed_text, text])[-4 * self.opt.prompt_chars :]
 
-    def _end_utterance(self, words: list[Word], u: _Run) -> None:
+    def _end_utterance(self, words: list[Word]) -> None:
         """The utterance's last words, with ``eou``; or, when agreement already made every
         word final, ``utterance_end``: a voice agent waits for one or the other to answer
         (Deepgram's ``speech_final``, a ``Finalize``'s reply), and got neither."""
         if words:
             self._emit_final(words, eou=True)
         else:
-            self._events.append(UtteranceEnd(u.buffer.committed_end))
+            self._events.append(UtteranceEnd(self._last_word_end))
 
     def _end_sentence(self, u: _Run) -> None:
         """The VAD ended the utterance: its last word ends a sentence in the context of later

@@ -162,8 +162,9 @@ class Final(_Message):
 class UtteranceEnd(_Message):
     """Server → speaker: an utterance ended (the VAD heard the speaker stop, or a ``finalize``
     or ``close`` asked for finals) and no final carries its ``eou``, because every word of it
-    was already final (or it had none: noise). Each utterance end is said once: by a final's
-    ``eou`` or by this. ``end``: where the last final word ends (stream seconds)."""
+    was already final (or it had none: noise); also the answer to a ``finalize`` with nothing
+    left to make final. An utterance end is said by a final's ``eou`` or by this, not both.
+    ``end``: where the last final word ends (stream seconds)."""
 
     type: ClassVar[str] = "utterance_end"
     end: float

@@ -5,12 +5,17 @@ from __future__ import annotations
 from whisperwire.server.dialects.deepgram_gaps import Gaps
 
 
+def utterance(g: Gaps, start: float, end: float) -> None:
+    """Speech from ``start``, its words final up to ``end``, and the VAD's end after it."""
+    g.speech(start)
+    g.words(start + 0.05, end)
+    g.silence()
+    g.ended()
+
+
 def test_speech_final_and_utterance_end_wait_for_their_silence():
     g = Gaps(endpointing=1.0, utterance_end=2.0)
-    g.speech(0.0)
-    g.words()
-    g.silence()
-    g.ended(3.0)  # the VAD ended the utterance; its last word ends at 3.0 s
+    utterance(g, 0.0, 3.0)
     assert g.due(3.5) == (False, False) and not g.ripe(3.9)
     assert g.ripe(4.0) and g.due(4.0) == (True, False)
     assert g.due(4.5) == (False, False), "each is said once"
@@ -20,33 +25,42 @@ def test_speech_final_and_utterance_end_wait_for_their_silence():
 
 def test_speech_that_resumes_sooner_makes_the_pause_no_end():
     g = Gaps(endpointing=1.5, utterance_end=2.0)
-    g.speech(0.0)
-    g.words()
+    utterance(g, 0.0, 3.0)
+    g.speech(4.2)  # 1.2 s later: before either; the words tell it was speech
+    assert g.due(9.0) == (False, False), "a start holds them until the words say"
+    g.words(4.3, 6.0)
     g.silence()
-    g.ended(3.0)
-    g.speech(4.2)  # 1.2 s later: before either
-    assert g.due(9.0) == (False, False)
-    g.words()
-    g.silence()
-    g.ended(6.0)  # the next end: UtteranceEnd covers both utterances' words
+    g.ended()  # the next end: UtteranceEnd covers both utterances' words
     assert g.due(8.0) == (True, True)
-    # a resumption known only after the end (flat out: the decode came late) counts as well
-    g.speech(6.4)
-    g.ended(6.3)
-    assert g.due(20.0) == (False, False)
 
 
-def test_defaults_say_the_end_at_once_but_never_inside_speech_nor_twice_without_words():
-    g = Gaps(endpointing=0.0, utterance_end=None)  # no endpointing asked: at the VAD's end
-    g.speech(0.0)
-    g.words()
+def test_a_cough_is_no_speech_and_the_silence_goes_on():
+    """A VAD blip with no words (a cough at 2.6-2.9 s after words ending at 2.0) neither
+    cancels UtteranceEnd nor says speech_final again (it did both)."""
+    g = Gaps(endpointing=0.3, utterance_end=1.0)
+    utterance(g, 0.0, 2.0)
+    assert g.due(2.4) == (True, False)
+    g.speech(2.6)
+    assert g.due(2.9) == (False, False)  # (the gap stops at the start, for now)
     g.silence()
-    g.ended(1.0)
+    g.ended()  # the cough's end: no words
+    assert g.due(3.0) == (False, True), "the silence since 2.0 reached 1 s"
+    g.ended()  # a Finalize answered with nothing left: no second speech_final
+    assert g.due(5.0) == (False, False)
+
+
+def test_defaults_say_the_end_at_once_but_never_inside_speech():
+    g = Gaps(endpointing=0.0, utterance_end=None)  # no endpointing asked: at the VAD's end
+    utterance(g, 0.0, 1.0)
     assert g.due(1.0) == (True, False)
     g.speech(2.0)
-    g.ended(2.5)  # a finalize while the speaker goes on
+    g.words(2.1, 2.5)
+    g.ended()  # a finalize while the speaker goes on
     assert g.due(2.6) == (False, False)
+    g.silence()  # ... until they stop
+    assert g.due(2.7) == (True, False)
     g = Gaps(endpointing=None, utterance_end=1.0)  # endpointing=false: no speech_final
+    g.speech(0.0)
     g.silence()
-    g.ended(0.0)  # noise: no words, so no UtteranceEnd
+    g.ended()  # noise: no words, so no UtteranceEnd
     assert g.due(5.0) == (False, False)

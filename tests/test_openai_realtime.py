@@ -313,3 +313,49 @@ def test_push_to_talk_may_pause_and_append_a_whole_file_in_one_event(engine):
                 ref = " ".join(references()[n] for n in names)
                 assert wer(ref, e.transcript) <= 0.25, e.transcript
                 time.sleep(2.5)  # quiet for longer than a speaker may be
+
+
+@pytest.mark.timeout(120)
+def test_turn_detection_switched_mid_speech_and_a_commit_inside_a_word(live_server):
+    """Switching to manual turns while the VAD had a turn open made the next final loop
+    forever on the event loop (the whole server hung); a commit under server_vad inside a
+    word left the word's turn open for good, and every later turn's words went into it, with
+    no delta or completed again. Now the first is the manual buffer, the second a turn of its
+    own, and later turns complete as ever."""
+    jfk = s16(at(load16k("jfk.wav"), 24000))
+    lj = s16(at(load16k("LJ001-0002.wav"), 24000))
+    quiet = s16(np.zeros(24000, np.float32))
+    with client(live_server).realtime.connect(extra_query={"intent": "transcription"}) as conn:
+        conn.session.update(session={"type": "transcription", "audio": {"input": {
+            "format": {"type": "audio/pcm", "rate": 24000},
+            "turn_detection": {"type": "server_vad"}}}})
+        third = len(jfk) // 3 // 2 * 2
+        conn.input_audio_buffer.append(audio=base64.b64encode(jfk[:third]).decode())
+        conn.input_audio_buffer.commit()  # inside speech: the VAD's turn is still open
+        conn.input_audio_buffer.append(audio=base64.b64encode(jfk[third:]).decode())
+        for pcm in (quiet, lj, quiet, quiet):
+            conn.input_audio_buffer.append(audio=base64.b64encode(pcm).decode())
+        events = []
+        while not any(e.type == COMPLETED and "modern" in e.transcript.lower()
+                      for e in events):
+            events.append(conn.recv())
+        assert_openai_order(events)
+        # speech opens a VAD turn; manual turns from here on
+        conn.input_audio_buffer.append(audio=base64.b64encode(jfk[:third]).decode())
+        conn.session.update(session={"type": "transcription", "audio": {"input": {
+            "turn_detection": None}}})
+        conn.input_audio_buffer.append(audio=base64.b64encode(jfk[third:] + quiet).decode())
+        conn.input_audio_buffer.commit()
+        mine, switched = None, False  # the manual turn: the first committed after the switch
+        while True:
+            events.append(e := conn.recv())
+            if e.type == "session.updated":
+                switched = True
+            elif e.type == "input_audio_buffer.committed" and switched and mine is None:
+                mine = e.item_id
+            elif e.type == COMPLETED and e.item_id == mine:
+                break
+        assert_openai_order(events)
+    # (its words: from where the VAD's last turn ended, "ask not ...")
+    assert wer("ask not what your country can do for you, ask what you can do for your "
+               "country.", e.transcript) <= 0.3, e.transcript

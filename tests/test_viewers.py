@@ -67,16 +67,20 @@ def test_late_viewer_gets_the_transcript_then_closed(live_server):
 
 
 def test_unknown_session_viewer_gets_error(live_server):
-    def counted() -> float:
+    def counted(code: str) -> float:
         page = httpx.get(f"{live_server.http}/metrics").text
         return sum(float(line.split()[-1]) for line in page.splitlines()
-                   if line.startswith('whisperwire_errors_total{code="unknown_session"'))
+                   if line.startswith(f'whisperwire_errors_total{{code="{code}"'))
 
-    before = counted()
+    before = counted("unknown_session"), counted("bad_session")
     msgs, code = run(view(live_server.url, "nobody-here"))
     assert isinstance(msgs[0], wire.Error) and msgs[0].code == "unknown_session"
     assert code == 1008
-    assert counted() == before + 1, "a viewer's refusal is counted, as a speaker's is"
+    msgs, code = run(view(live_server.url, "x" * 65))
+    assert isinstance(msgs[0], wire.Error) and msgs[0].code == "bad_session"
+    # a viewer's refusal is counted, as a speaker's is; but not a session that has not
+    # started, which a waiting page or overlay asks for every 3 s
+    assert (counted("unknown_session"), counted("bad_session")) == (before[0], before[1] + 1)
 
 
 def test_transcript_endpoints_on_real_speech(live_server):

@@ -258,9 +258,9 @@ class DeepgramConnection(ListenConnection):
         """A final ``Results``; ``speech_final`` if it ends an utterance and the silence after
         it is already as long as ``endpointing`` asks (else it comes later: :meth:`_silence`)."""
         if f.words:
-            self._gaps.words()
+            self._gaps.words(f.words[0].start, f.words[-1].end)
         if f.eou:
-            self._gaps.ended(f.end)
+            self._gaps.ended()
         final, end = self._gaps.due(self.session.audio_seconds)
         out = [self._results(alternative(list(f.words), f.text, self.opts.punctuate), f.start,
                              f.end, is_final=True, speech_final=final,
@@ -272,7 +272,7 @@ class DeepgramConnection(ListenConnection):
         noise). Deepgram says it with an empty final ``Results`` (``speech_final``, and
         ``from_finalize`` for a ``Finalize``: LiveKit ends the user's speech on the one,
         Pipecat confirms its ``Finalize`` by the other), as for a final with ``eou``."""
-        self._gaps.ended(e.end)
+        self._gaps.ended()
         return self._silence(from_finalize)
 
     def _silence(self, from_finalize: bool = False) -> list[str]:
@@ -281,7 +281,7 @@ class DeepgramConnection(ListenConnection):
         final, end = self._gaps.due(self.session.audio_seconds)
         out = []
         if final or from_finalize:
-            at = self._gaps.quiet_from or 0.0
+            at = self._gaps.last_word_end if self._gaps.quiet_from is None else self._gaps.quiet_from
             t = max(at, self.session.audio_seconds)  # (Results tile the audio: from the words)
             out.append(self._results(alternative([], "", self.opts.punctuate), at, t,
                                      is_final=True, speech_final=final,

@@ -20,15 +20,24 @@ __all__ = ["Gaps"]
 class Gaps:
     endpointing: float | None  # seconds of silence for speech_final (None: never)
     utterance_end: float | None  # ... for UtteranceEnd (None: never)
-    quiet_from: float | None = None  # the last word's end, once the utterance ended
+    quiet_from: float | None = None  # the last word's end, once its utterance ended
     speaking: bool = False  # the VAD is inside an utterance
-    starts: list[float] = field(default_factory=list)  # VAD speech starts since quiet_from
+    # VAD starts since ``quiet_from``: speech or noise, as the words (or none) will tell
+    starts: list[float] = field(default_factory=list)
     final_due: bool = False
     end_due: bool = False
-    spoke: bool = False  # words went out since the last UtteranceEnd
+    heard: bool = False  # words since the last utterance end
+    spoke: bool = False  # words since the last UtteranceEnd
+    last_word_end: float = 0.0
 
-    def words(self) -> None:
-        self.spoke = True
+    def words(self, start: float, end: float) -> None:
+        """A final with words: the silence before them is over (what it reached before them
+        was said when it did), and they are the utterance's latest."""
+        if self.quiet_from is not None and start >= self.quiet_from:
+            self.final_due = self.end_due = False
+        self.starts = []
+        self.heard = self.spoke = True
+        self.last_word_end = max(self.last_word_end, end)
 
     def speech(self, t: float) -> None:
         self.speaking = True
@@ -37,27 +46,34 @@ class Gaps:
     def silence(self) -> None:
         self.speaking = False
 
-    def ended(self, last_word_end: float) -> None:
-        """The session ended an utterance (its VAD, or a finalize) after words ending here."""
-        self.quiet_from = last_word_end
-        self.starts = [t for t in self.starts if t > last_word_end]
+    def ended(self) -> None:
+        """The session ended an utterance (its VAD, or a finalize). After words, the silence
+        after the last one starts to count; without (a cough, a breath, a finalize with
+        nothing left) there was no speech, and the silence before goes on."""
+        if not self.heard:
+            self.starts = []
+            return
+        self.heard = False
+        self.quiet_from = self.last_word_end
+        self.starts = [t for t in self.starts if t > self.quiet_from]
         self.final_due = self.endpointing is not None
         self.end_due = self.utterance_end is not None and self.spoke
 
-    def _gap(self, now: float) -> tuple[float, bool]:
-        """The silence after the last word so far, and whether it is over."""
+    def _gap(self, now: float) -> float:
+        """The silence after the last word so far: up to a VAD start after it (until the
+        words tell whether that was speech), none while a finalize's speech goes on."""
         assert self.quiet_from is not None
-        if self.starts:  # speech resumed: the silence was this long
-            return self.starts[0] - self.quiet_from, True
-        if self.speaking:  # a finalize inside speech that goes on: no silence at all
-            return -1.0, True
-        return now - self.quiet_from, False
+        if self.starts:
+            return self.starts[0] - self.quiet_from
+        if self.speaking:
+            return -1.0
+        return now - self.quiet_from
 
     def ripe(self, now: float) -> bool:
         """Whether :meth:`due` would say something now (it does not change anything)."""
         if self.quiet_from is None or not (self.final_due or self.end_due):
             return False
-        gap, _ = self._gap(now)
+        gap = self._gap(now)
         return (self.final_due and gap >= (self.endpointing or 0.0)) or (
             self.end_due and gap >= (self.utterance_end or 0.0))
 
@@ -65,13 +81,11 @@ class Gaps:
         """Whether ``speech_final`` and ``UtteranceEnd`` are to be said now (each once)."""
         if self.quiet_from is None or not (self.final_due or self.end_due):
             return False, False
-        gap, over = self._gap(now)
+        gap = self._gap(now)
         final = self.final_due and gap >= (self.endpointing or 0.0)
         end = self.end_due and gap >= (self.utterance_end or 0.0)
-        if final or over:
-            self.final_due = False
-        if end or over:
-            self.end_due = False
+        self.final_due = self.final_due and not final
+        self.end_due = self.end_due and not end
         if end:
             self.spoke = False
         return final, end

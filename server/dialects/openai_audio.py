@@ -183,6 +183,8 @@ async def _stream(server: WhisperWire, token: str | None, audio: Any, lang: str 
 
     job = asyncio.create_task(decode_file(server, token, audio, language=lang, prompt=prompt,
                                           api="openai-file", admitted=taken))
+    # (a client that hangs up leaves the file to finish as a session; its failure is logged)
+    job.add_done_callback(lambda t: t.cancelled() or t.exception())
     waiter = asyncio.create_task(admitted.wait())
     await asyncio.wait({job, waiter}, return_when=asyncio.FIRST_COMPLETED)
     waiter.cancel()
@@ -206,7 +208,7 @@ async def _stream(server: WhisperWire, token: str | None, audio: Any, lang: str 
             if done:
                 break
             await asyncio.sleep(0.1)
-        if job.exception() is not None:
+        if job.cancelled() or job.exception() is not None:
             yield event({"type": "error", "error": {"type": "server_error",
                                                      "code": "decode_failed",
                                                      "message": "decoding failed; try again"}})

@@ -250,6 +250,7 @@ class RealtimeConnection(ListenConnection):
 
     def _committed(self, item: _Item) -> None:
         item.committed = True
+        self.heard = 0  # (the buffer a commit empties starts here)
         self.event("input_audio_buffer.committed", item_id=item.id,
                    previous_item_id=self.last_committed)
         self.last_committed = item.id
@@ -258,9 +259,13 @@ class RealtimeConnection(ListenConnection):
             self.event("conversation.item.input_audio_transcription.delta", item_id=item.id,
                        content_index=0, delta=held)
 
-    def _complete(self) -> None:
-        """The head turn is complete (never one not committed: its words may still come)."""
+    def _complete(self, reached: float | None = None) -> None:
+        """The head turn is complete (never one not committed: its words may still come).
+        ``reached``: where the utterance end that says so lies; an end before the head's start
+        (a commit's end, then the VAD's end of the same speech) is an earlier turn's."""
         if not self.items or not self.items[0].committed:
+            return
+        if reached is not None and reached < (self.items[0].start or 0.0):
             return
         item = self.items.popleft()
         self.event("conversation.item.input_audio_transcription.completed", item_id=item.id,
@@ -290,7 +295,7 @@ class RealtimeConnection(ListenConnection):
         if isinstance(msg, wire.Final):
             self._final(msg)
         elif isinstance(msg, wire.UtteranceEnd) and self.turns is not None:
-            self._complete()  # the turn's words were all final already: as an eou would
+            self._complete(reached=msg.end)  # its words were all final already: as an eou
         elif isinstance(msg, wire.Error):
             super().send(msg)  # (counted, as every error is)
             self.outbox.put(self._error(msg))
@@ -299,6 +304,8 @@ class RealtimeConnection(ListenConnection):
         super().send(msg)
 
     def _final(self, f: wire.Final) -> None:
+        if f.words:  # (finals come in time order: a stretch they passed is done with)
+            self.dropped = [(a, b) for a, b in self.dropped if b > _mid(f.words[0])]
         words = [w for w in f.words if not any(a <= _mid(w) < b for a, b in self.dropped)]
         if self.turns is not None:
             self._turn_final(words, f.eou)
@@ -307,7 +314,7 @@ class RealtimeConnection(ListenConnection):
         # turn's end completes it), or held until a commit makes its turn
         run: list[wire.Word] = []
         for w in words:
-            while self.items and _mid(w) >= (self.items[0].end or 0.0):
+            while self.items and self.items[0].end is not None and _mid(w) >= self.items[0].end:
                 self._deliver(self.items[0], join_words(run))
                 run = []
                 self._complete()
@@ -326,13 +333,13 @@ class RealtimeConnection(ListenConnection):
         for w in words:
             last = self.items[-1] if self.items else None
             if last is None or (last.committed and _mid(w) >= (last.end or 0.0)):
-                # speech the client's commit cut, going on: the VAD started no turn for it
+                # speech a client's commit or clear cut, going on: the VAD, whose end has
+                # passed, opens and closes no turn for it, so it is a committed turn at once
                 if run:
                     self._deliver(self.items[0], join_words(run))
                 run = []
-                self.items.append(item := _Item(_id("item_"), start=w.start))
-                self.event("input_audio_buffer.speech_started", item_id=item.id,
-                           audio_start_ms=int(w.start * 1000))
+                self.items.append(item := _Item(_id("item_"), start=w.start, end=w.end))
+                self._committed(item)
             while self._spoken_after_head(w):
                 self._deliver(self.items[0], join_words(run))
                 run = []
@@ -340,8 +347,8 @@ class RealtimeConnection(ListenConnection):
             run.append(w)
         if self.items:
             self._deliver(self.items[0], join_words(run))
-        if eou:
-            self._complete()
+        if eou and words:
+            self._complete(reached=words[-1].end)
 
     def _spoken_after_head(self, w: wire.Word) -> bool:
         """``w`` lies past the middle of the pause between the head turn and the next (or
@@ -435,6 +442,11 @@ class RealtimeConnection(ListenConnection):
 
     def _turn_detection(self, td: Any) -> None:
         if td is None:
+            item = self._open()
+            if item is not None:  # the turn under way ends here, as a commit would end it
+                item.end = self.cut = self.session.audio_seconds
+                self._committed(item)
+                self.finalize()
             self.turns = None
             return
         if not isinstance(td, dict) or td.get("type") != "server_vad":
