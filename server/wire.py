@@ -331,7 +331,10 @@ class ListenParams:
             )
         enc = q.get("encoding", "pcm_s16le")
         if enc not in ENCODINGS:
-            raise ProtocolError("bad_encoding", f"encoding must be one of {', '.join(ENCODINGS)}")
+            hint = (" (a Deepgram client: use /deepgram/v1/listen)"
+                    if enc in ("linear16", "mulaw", "alaw") else "")
+            raise ProtocolError("bad_encoding",
+                                f"encoding must be one of {', '.join(ENCODINGS)}{hint}")
         task = q.get("task", "transcribe")
         if task not in TASKS:
             raise ProtocolError("bad_task", f"task must be one of {', '.join(TASKS)}")

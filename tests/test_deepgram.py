@@ -16,7 +16,7 @@ from deepgram import DeepgramClient
 from deepgram.core.api_error import ApiError
 from deepgram.environment import DeepgramClientEnvironment
 from deepgram.listen.v1.types import ListenV1Configure
-from websockets.exceptions import ConnectionClosedError, InvalidStatus
+from websockets.exceptions import ConnectionClosedError, ConnectionClosedOK, InvalidStatus
 from websockets.sync.client import connect as ws_connect
 from whisperwire.server.app import ServerConfig
 from whisperwire.server.auth import AuthConfig
@@ -209,6 +209,19 @@ def test_linear16_is_a_byte_stream_frames_need_not_hold_whole_samples(live_serve
         msgs = list(conn)
     assert [m.type for m in msgs if m.type == "Error"] == []
     text = " ".join(m.channel.alternatives[0].transcript for m in msgs if m.type == "Results")
+    assert wer(references()["jfk.wav"], text) <= 0.2, text
+    # an empty binary frame is Deepgram's first (deprecated, still sent) way to close
+    with ws_connect(f"{live_server.url}/deepgram/v1/listen?encoding=linear16&sample_rate="
+                    "16000", open_timeout=10) as ws:
+        ws.send(data)
+        ws.send(b"")
+        got = []
+        with pytest.raises(ConnectionClosedOK):
+            while True:
+                got.append(json.loads(ws.recv(timeout=60)))
+    assert got[-1]["type"] == "Metadata"
+    text = " ".join(m["channel"]["alternatives"][0]["transcript"] for m in got
+                    if m["type"] == "Results")
     assert wer(references()["jfk.wav"], text) <= 0.2, text
 
 

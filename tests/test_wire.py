@@ -123,3 +123,11 @@ def test_listen_params_defaults_and_round_trip():
     q = wire.ListenParams(48000, "pcm_f32le", "auto", "translate", "Kubernetes", "room-1")
     assert wire.ListenParams.from_query(q.to_query()) == q
     assert q.bytes_per_sample == 4
+
+
+def test_a_deepgram_encoding_on_our_path_points_to_the_deepgram_one():
+    """A Deepgram client pointed at /v1/listen (Deepgram's own path, host swapped) got only
+    'encoding must be one of pcm_s16le, pcm_f32le'."""
+    with pytest.raises(ProtocolError) as e:
+        wire.ListenParams.from_query({"encoding": "linear16", "sample_rate": "16000"})
+    assert e.value.code == "bad_encoding" and "/deepgram/v1/listen" in e.value.message

@@ -181,6 +181,11 @@ class DeepgramConnection(ListenConnection):
                               "streamed live here: send encoding=linear16 (raw PCM)")
         return data
 
+    def _take(self, msg: dict) -> bool:
+        if msg.get("bytes") == b"":  # Deepgram's first way to close (deprecated, still sent)
+            return True
+        return super()._take(msg)
+
     def take_text(self, text: str) -> bool:
         try:
             msg = wire.loads(text)
