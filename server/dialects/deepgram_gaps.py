@@ -69,21 +69,20 @@ class Gaps:
             return -1.0
         return now - self.quiet_from
 
-    def ripe(self, now: float) -> bool:
-        """Whether :meth:`due` would say something now (it does not change anything)."""
-        if self.quiet_from is None or not (self.final_due or self.end_due):
-            return False
-        gap = self._gap(now)
-        return (self.final_due and gap >= (self.endpointing or 0.0)) or (
-            self.end_due and gap >= (self.utterance_end or 0.0))
-
-    def due(self, now: float) -> tuple[bool, bool]:
-        """Whether ``speech_final`` and ``UtteranceEnd`` are to be said now (each once)."""
+    def _fires(self, now: float) -> tuple[bool, bool]:
         if self.quiet_from is None or not (self.final_due or self.end_due):
             return False, False
         gap = self._gap(now)
-        final = self.final_due and gap >= (self.endpointing or 0.0)
-        end = self.end_due and gap >= (self.utterance_end or 0.0)
+        return (self.final_due and gap >= (self.endpointing or 0.0),
+                self.end_due and gap >= (self.utterance_end or 0.0))
+
+    def ripe(self, now: float) -> bool:
+        """Whether :meth:`due` would say something now (it does not change anything)."""
+        return any(self._fires(now))
+
+    def due(self, now: float) -> tuple[bool, bool]:
+        """Whether ``speech_final`` and ``UtteranceEnd`` are to be said now (each once)."""
+        final, end = self._fires(now)
         self.final_due = self.final_due and not final
         self.end_due = self.end_due and not end
         if end:
