@@ -11,7 +11,8 @@ goes to the turn it was spoken in, by time; words of a turn not yet committed wa
 append-only and an item's deltas joined are exactly its ``completed`` transcript. A ``clear``
 discards the uncommitted audio's words as they become final (the session decodes on: committed
 turns lose nothing). The session id is in ``session.created`` (``session.id``), for viewers and
-transcript downloads.
+transcript downloads. The items' rules are :mod:`.openai_turns` (no I/O); this module parses
+the client's events, drives the session and writes.
 """
 
 from __future__ import annotations
@@ -20,20 +21,17 @@ import base64
 import binascii
 import dataclasses
 import json
-import secrets
-from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from starlette.websockets import WebSocket
 
 from .. import wire
-from ..agreement import join_words
 from ..errors import ClientError
 from ..listen import ListenConnection
-from ..text import join_texts
 from ..vad import SpeechEnd, SpeechStart, VadSegmenter, webrtc_classifier
 from .common import g711_to_float, speaker_token
+from .openai_turns import Event, Turns, new_id
 
 if TYPE_CHECKING:
     from ..app import WhisperWire
@@ -47,31 +45,7 @@ _FORMATS = {"audio/pcm": ("pcm", RATE), "audio/pcmu": ("mulaw", 8000),
             "g711_ulaw": ("mulaw", 8000), "g711_alaw": ("alaw", 8000)}
 
 
-def _id(prefix: str) -> str:
-    return prefix + secrets.token_hex(10)
-
-
-def _mid(w: wire.Word) -> float:
-    return (w.start + w.end) / 2
-
-
-@dataclass
-class _Item:
-    id: str
-    start: float | None = None  # seconds of stream: the VAD's (server_vad) or the commits'
-    end: float | None = None
-    parts: list[str] = field(default_factory=list)
-    text: str = ""
-    committed: bool = False  # deltas go out only after ``committed``, as OpenAI's do
-    held: str = ""  # the delta of words final before that
-
-    def add(self, piece: str) -> str:
-        """Append a final's text; the delta that extends the transcript by it."""
-        self.parts.append(piece)
-        new = join_texts(self.parts).strip()
-        delta = new[len(self.text):] if new.startswith(self.text) else " " + piece.strip()
-        self.text += delta
-        return delta
+_id = new_id
 
 
 @dataclass(frozen=True)
@@ -99,14 +73,7 @@ class RealtimeConnection(ListenConnection):
                                              server.config.vad.hangover_ms,
                                              "prefix_padding_ms": server.config.vad.pre_roll_ms,
                                              "threshold": 0.5}
-        # turns not yet complete, in stream order: server_vad's from the VAD (the last may be
-        # open: speech started, not yet committed), manual ones from the commits
-        self.items: deque[_Item] = deque()
-        self.last_item: str | None = None  # the last turn completed
-        self.last_committed: str | None = None
-        self.cut = 0.0  # where the uncommitted buffer starts (the last commit or clear), s
-        self.loose: list[wire.Word] = []  # manual turns: final words not yet committed
-        self.dropped: list[tuple[float, float]] = []  # stretches a clear discarded, s
+        self.conversation = Turns(vad=True)
         self.heard = 0  # samples since the last commit or clear
         self.beta = False  # the client speaks the beta transcription_session.* events
         self._client_event: str | None = None  # the event_id of the client event in hand
@@ -114,6 +81,12 @@ class RealtimeConnection(ListenConnection):
     # -- events out ------------------------------------------------------------------------
     def event(self, kind: str, **body: Any) -> None:
         self.send(_Raw({"type": kind, "event_id": _id("event_"), **body}))
+
+    def _send_turns(self, events: list[Event]) -> None:
+        for kind, body in events:
+            if kind == "input_audio_buffer.committed":
+                self.heard = 0  # (the buffer a commit empties starts here)
+            self.event(kind, **body)
 
     def _session(self) -> dict[str, Any]:
         tr = {"model": self.model, "language": self.session.language,
@@ -192,26 +165,13 @@ class RealtimeConnection(ListenConnection):
             raise ClientError("input_audio_buffer_commit_empty",
                               "buffer too small: a commit needs at least 100 ms of audio")
         self.heard = 0
-        cut = self.session.audio_seconds
-        if self.turns is not None:  # server VAD: the turn under way ends here
-            item = self._open()
-            if item is None:  # (the VAD heard no speech since the last turn)
-                item = _Item(_id("item_"), start=self.cut)
-                self.items.append(item)
-            item.end = cut
-            self.cut = cut
-            self._committed(item)
+        vad = self.conversation.vad
+        self._send_turns(self.conversation.commit(self.session.audio_seconds))
+        if vad:
             self.finalize()  # its words become final now; its end completes the turn
             return
-        # manual turns: a new turn of the audio since the last commit or clear; the VAD
-        # closes its utterance here, and the turn is complete once it is all final
-        item = _Item(_id("item_"), start=self.cut, end=cut)
-        self.cut = cut
-        self.items.append(item)
-        self._committed(item)
-        mine = [w for w in self.loose if _mid(w) < cut]
-        self.loose = [w for w in self.loose if _mid(w) >= cut]
-        self._deliver(item, join_words(mine))
+        # manual turns: the VAD closes its utterance here, and the turn is complete once it is
+        # all final
         self.session.finish()
         self.wake.set()
         # (finish may have made the words of an early end decode final: they go with this turn)
@@ -219,156 +179,34 @@ class RealtimeConnection(ListenConnection):
 
     def _publish(self, events: list[wire.Message]) -> None:
         super()._publish(events)
-        self._settle()
+        self._send_turns(self.conversation.settle(self.session.flushed))
 
     def _clear(self) -> None:
         """Discard the uncommitted audio, as OpenAI's buffer does: words heard in it are
         dropped when they become final (the session goes on decoding, so nothing committed
-        is lost, and no decode is pulled from under the engine); an open turn is no turn."""
-        now = self.session.audio_seconds
-        self.dropped.append((self.cut, now))
-        self.loose = []
+        is lost, and no decode is pulled from under the engine)."""
         self.heard = 0
-        item = self._open()
-        if item is not None:
-            self.items.remove(item)
-        self.cut = now
-        self.event("input_audio_buffer.cleared")
-
-    def _settle(self) -> None:
-        """A committed turn is complete when nothing heard is left to decode (also when it
-        was noise and had no words)."""
-        while self.items and self.items[0].committed and self.items[0].end is not None \
-                and self.session.flushed:
-            self._complete()
-
-    # -- turns -----------------------------------------------------------------------------
-    def _open(self) -> _Item | None:
-        """server_vad: the turn whose speech started and is not committed yet."""
-        last = self.items[-1] if self.items else None
-        return last if last is not None and not last.committed else None
-
-    def _committed(self, item: _Item) -> None:
-        item.committed = True
-        self.heard = 0  # (the buffer a commit empties starts here)
-        self.event("input_audio_buffer.committed", item_id=item.id,
-                   previous_item_id=self.last_committed)
-        self.last_committed = item.id
-        if item.held:
-            held, item.held = item.held, ""
-            self.event("conversation.item.input_audio_transcription.delta", item_id=item.id,
-                       content_index=0, delta=held)
-
-    def _complete(self, reached: float | None = None) -> None:
-        """The head turn is complete (never one not committed: its words may still come).
-        ``reached``: where the utterance end that says so lies; an end before the head's start
-        (a commit's end, then the VAD's end of the same speech) is an earlier turn's."""
-        if not self.items or not self.items[0].committed:
-            return
-        if reached is not None and reached < (self.items[0].start or 0.0):
-            return
-        item = self.items.popleft()
-        self.event("conversation.item.input_audio_transcription.completed", item_id=item.id,
-                   content_index=0, transcript=item.text,
-                   usage={"type": "duration", "seconds": round(
-                       (item.end or 0.0) - (item.start or 0.0), 3) if item.end else 0.0})
-        self.last_item = item.id
+        self._send_turns(self.conversation.clear(self.session.audio_seconds))
 
     def on_vad(self, marks: list[Any]) -> None:
-        if self.turns is None:
-            return  # manual turns: the client's commits delimit them
         for m in marks:
             t = m.sample / 16000
             if isinstance(m, SpeechStart):
-                item = _Item(_id("item_"), start=t)
-                self.items.append(item)
-                self.event("input_audio_buffer.speech_started", item_id=item.id,
-                           audio_start_ms=int(t * 1000))
-            elif isinstance(m, SpeechEnd) and (item := self._open()) is not None:
-                item.end = t  # (a turn the client committed or cleared has no VAD end)
-                self.cut = t
-                self.event("input_audio_buffer.speech_stopped", item_id=item.id,
-                           audio_end_ms=int(t * 1000))
-                self._committed(item)
+                self._send_turns(self.conversation.speech_started(t))
+            elif isinstance(m, SpeechEnd):
+                self._send_turns(self.conversation.speech_stopped(t))
 
     def send(self, msg: Any) -> None:
         if isinstance(msg, wire.Final):
-            self._final(msg)
-        elif isinstance(msg, wire.UtteranceEnd) and self.turns is not None:
-            self._complete(reached=msg.end)  # its words were all final already: as an eou
+            self._send_turns(self.conversation.final(list(msg.words), msg.eou))
+        elif isinstance(msg, wire.UtteranceEnd):
+            self._send_turns(self.conversation.utterance_end(msg.end))
         elif isinstance(msg, wire.Error):
             super().send(msg)  # (counted, as every error is)
             self.outbox.put(self._error(msg))
             self._client_event = None
             return
         super().send(msg)
-
-    def _final(self, f: wire.Final) -> None:
-        if f.words:  # (finals come in time order: a stretch they passed is done with)
-            self.dropped = [(a, b) for a, b in self.dropped if b > _mid(f.words[0])]
-        words = [w for w in f.words if not any(a <= _mid(w) < b for a, b in self.dropped)]
-        if self.turns is not None:
-            self._turn_final(words, f.eou)
-            return
-        # manual turns: each word to the committed turn it was spoken in (a word past a
-        # turn's end completes it), or held until a commit makes its turn
-        run: list[wire.Word] = []
-        for w in words:
-            while self.items and self.items[0].end is not None and _mid(w) >= self.items[0].end:
-                self._deliver(self.items[0], join_words(run))
-                run = []
-                self._complete()
-            if self.items:
-                run.append(w)
-            else:
-                self.loose.append(w)
-        if self.items:
-            self._deliver(self.items[0], join_words(run))
-
-    def _turn_final(self, words: list[wire.Word], eou: bool) -> None:
-        """server_vad: each word goes to the turn it was spoken in, since under backlog one
-        final spans several turns. A turn is complete once words of a later turn arrive
-        (with none: it was noise), and at the ``eou`` of its last final."""
-        run: list[wire.Word] = []
-        for w in words:
-            last = self.items[-1] if self.items else None
-            if last is None or (last.committed and _mid(w) >= (last.end or 0.0)):
-                # speech a client's commit or clear cut, going on: the VAD, whose end has
-                # passed, opens and closes no turn for it, so it is a committed turn at once
-                if run:
-                    self._deliver(self.items[0], join_words(run))
-                run = []
-                self.items.append(item := _Item(_id("item_"), start=w.start, end=w.end))
-                self._committed(item)
-            while self._spoken_after_head(w):
-                self._deliver(self.items[0], join_words(run))
-                run = []
-                self._complete()
-            run.append(w)
-        if self.items:
-            self._deliver(self.items[0], join_words(run))
-        if eou and words:
-            self._complete(reached=words[-1].end)
-
-    def _spoken_after_head(self, w: wire.Word) -> bool:
-        """``w`` lies past the middle of the pause between the head turn and the next (or
-        past the one end of it known), and the head is committed (else it is still going)."""
-        if len(self.items) < 2 or not self.items[0].committed:
-            return False
-        known = [t for t in (self.items[0].end, self.items[1].start) if t is not None]
-        return bool(known) and _mid(w) >= sum(known) / len(known)
-
-    def _deliver(self, item: _Item, text: str) -> None:
-        if not text:
-            return
-        delta = item.add(text)
-        if not delta:
-            return
-        if not item.committed:
-            item.held += delta
-            return
-        self.event("conversation.item.input_audio_transcription.delta", item_id=item.id,
-                   content_index=0, delta=delta)
 
     def _update(self, s: Any) -> None:
         if not isinstance(s, dict):
@@ -442,10 +280,9 @@ class RealtimeConnection(ListenConnection):
 
     def _turn_detection(self, td: Any) -> None:
         if td is None:
-            item = self._open()
-            if item is not None:  # the turn under way ends here, as a commit would end it
-                item.end = self.cut = self.session.audio_seconds
-                self._committed(item)
+            events, ended = self.conversation.to_manual(self.session.audio_seconds)
+            self._send_turns(events)
+            if ended:  # the turn under way ends here, as a commit would end it
                 self.finalize()
             self.turns = None
             return
@@ -461,6 +298,7 @@ class RealtimeConnection(ListenConnection):
                                   "silence_duration_ms must be 200..10000")
             self._hangover(int(round(silence)))
         self.turns = {**(self.turns or {}), **td}
+        self.conversation.vad = True
 
     def _hangover(self, ms: int) -> None:
         """The VAD ends utterances after ``ms`` of silence: set before any audio (stream
