@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
-from . import deepgram, openai_audio, openai_realtime
+from . import deepgram, deepgram_files, openai_audio, openai_realtime
 
 if TYPE_CHECKING:
     from ..app import WhisperWire
@@ -25,7 +25,7 @@ def routes(server: WhisperWire) -> list[BaseRoute]:
         await deepgram.listen_live(server, ws)
 
     async def dg_file(request):  # type: ignore[no-untyped-def]
-        return await deepgram.listen_file(server, request)
+        return await deepgram_files.listen_file(server, request)
 
     async def transcriptions(request):  # type: ignore[no-untyped-def]
         return await openai_audio.transcribe(server, request, "transcribe")

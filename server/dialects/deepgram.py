@@ -21,8 +21,7 @@ import struct
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket
 
 from .. import wire
@@ -31,15 +30,15 @@ from ..audio import Resampler
 from ..listen import ListenConnection
 from ..vad import SpeechEnd, SpeechStart, VadSegmenter, webrtc_classifier
 from ..wer import normalize
-from .common import (FileResult, check_speaker, decode_file, g711_to_float, load_media,
-                     off_loop, speaker_token)
+from .common import (g711_to_float, speaker_token)
 from .deepgram_gaps import Gaps
 from .deepgram_params import DeepgramOptions, parse_options
 
 if TYPE_CHECKING:
     from ..app import WhisperWire
 
-__all__ = ["DeepgramConnection", "listen_file", "listen_live"]
+__all__ = ["DeepgramConnection", "alternative", "error_body", "iso_time", "listen_live", "model_info",
+           "model_uuid"]
 
 log = logging.getLogger("whisperwire.server")
 
@@ -52,15 +51,15 @@ _ERR_CODE = {401: "INVALID_AUTH", 429: "TOO_MANY_REQUESTS", 503: "SERVICE_UNAVAI
              413: "PAYLOAD_TOO_LARGE", 500: "INTERNAL_SERVER_ERROR"}
 
 
-def _model_uuid(name: str) -> str:
+def model_uuid(name: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, "whisperwire:" + name))
 
 
-def _model_info(engine: Any) -> dict[str, str]:
+def model_info(engine: Any) -> dict[str, str]:
     return {"name": engine.model_name, "version": "whisperwire", "arch": "whisper"}
 
 
-def _error_body(exc: ClientError, request_id: str) -> tuple[int, dict[str, str]]:
+def error_body(exc: ClientError, request_id: str) -> tuple[int, dict[str, str]]:
     status = _STATUS.get(exc.code, 400)
     return status, {"err_code": _ERR_CODE.get(status, "Bad Request"),
                     "err_msg": exc.message, "request_id": request_id, "category": exc.code}
@@ -136,7 +135,7 @@ class DeepgramConnection(ListenConnection):
         self._silence_out = False  # a _Silence waits in the outbox
         self._gaps = Gaps((opts.endpointing_ms or 0) / 1000 if opts.speech_final else None,
                           None if opts.utterance_end_ms is None else opts.utterance_end_ms / 1000)
-        self._uuid = _model_uuid(self.engine.model_name)
+        self._uuid = model_uuid(self.engine.model_name)
         self._sha = hashlib.sha256()
         self._created = datetime.datetime.now(datetime.timezone.utc)
 
@@ -256,7 +255,7 @@ class DeepgramConnection(ListenConnection):
             "type": "Results", "channel_index": [0, 1], "duration": round(end - start, 3),
             "start": round(start, 3), "is_final": is_final, "speech_final": speech_final,
             "from_finalize": from_finalize, "channel": {"alternatives": [alt]},
-            "metadata": {"request_id": self.sid, "model_info": _model_info(self.engine),
+            "metadata": {"request_id": self.sid, "model_info": model_info(self.engine),
                          "model_uuid": self._uuid}}, ensure_ascii=False)
 
     def _final(self, f: wire.Final, from_finalize: bool) -> list[str]:
@@ -329,12 +328,12 @@ class DeepgramConnection(ListenConnection):
 
     def _metadata(self, seconds: float) -> dict[str, Any]:
         return {"type": "Metadata", "transaction_key": "deprecated", "request_id": self.sid,
-                "sha256": self._sha.hexdigest(), "created": _iso(self._created),
+                "sha256": self._sha.hexdigest(), "created": iso_time(self._created),
                 "duration": round(seconds, 3), "channels": 1, "models": [self._uuid],
-                "model_info": {self._uuid: _model_info(self.engine)}}
+                "model_info": {self._uuid: model_info(self.engine)}}
 
 
-def _iso(t: datetime.datetime) -> str:
+def iso_time(t: datetime.datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
 
 
@@ -357,7 +356,7 @@ _FILTER = _DenialIsComplete()
 async def _deny(ws: WebSocket, exc: ClientError) -> None:
     """Refuse the upgrade with Deepgram's HTTP status and JSON body (its SDKs raise an error
     with that status); where the server cannot send one, an ``Error`` message and a close."""
-    status, body = _error_body(exc, str(uuid.uuid4()))
+    status, body = error_body(exc, str(uuid.uuid4()))
     log.info("event=refused api=deepgram code=%s", exc.code)
     uv = logging.getLogger("uvicorn.error")
     if _FILTER not in uv.filters:
@@ -396,115 +395,3 @@ async def listen_live(server: WhisperWire, ws: WebSocket) -> None:
     await ws.accept(subprotocol=protocols[0] if protocols[0] in ("token", "bearer") else None,
                     headers=[(b"dg-request-id", transcript.session.encode())])
     await server.speak(DeepgramConnection(ws, holder["o"], server, transcript))
-
-
-async def _body(request: Request, limit: int) -> bytes:
-    data = bytearray()
-    async for chunk in request.stream():
-        data += chunk
-        if len(data) > limit:
-            raise ClientError("file_too_large", f"files are limited to {limit >> 20} MiB")
-    return bytes(data)
-
-
-async def listen_file(server: WhisperWire, request: Request) -> Response:
-    """``POST /deepgram/v1/listen``: a whole file in, Deepgram's pre-recorded JSON out."""
-    rid = str(uuid.uuid4())
-    try:
-        server.check_origin(request)
-        q = request.query_params
-        token = speaker_token(request.headers, q)
-        check_speaker(server, token)
-        opts = parse_options(q, {k: q.getlist(k) for k in q.keys()}, live=False)
-        if request.headers.get("content-type", "").startswith("application/json"):
-            raise ClientError("unsupported_parameter", "fetching audio from a URL is not "
-                              "supported; POST the audio bytes instead")
-        data = await _body(request, MAX_FILE_BYTES)
-        audio = (await off_loop(_raw_audio, data, opts, server.config.max_session_s)
-                 if "encoding" in q else await load_media(data, server.config.max_session_s))
-        created = datetime.datetime.now(datetime.timezone.utc)
-        res = await decode_file(server, token, audio,
-                                language=opts.params.language, prompt=opts.params.prompt,
-                                api="deepgram-file")
-    except ClientError as exc:
-        server.metrics.errors.labels(exc.code).inc()
-        status, body = _error_body(exc, rid)
-        return JSONResponse(body, status_code=status)
-    body = prerecorded(server.engine, res, opts, created, hashlib.sha256(data).hexdigest())
-    return JSONResponse(body, headers={"dg-request-id": res.session})
-
-
-def _raw_audio(data: bytes, opts: DeepgramOptions, max_seconds: float) -> Any:
-    """Headerless audio in a file request (``encoding`` and ``sample_rate`` given), refused
-    before it is converted if it holds more than ``max_seconds``."""
-    import numpy as np
-
-    width = 1 if opts.encoding in ("mulaw", "alaw") else 2
-    if len(data) / width / opts.params.sample_rate > max_seconds:
-        raise ClientError("file_too_long", f"files are limited to {max_seconds:.0f} s of audio")
-    if opts.encoding in ("mulaw", "alaw"):
-        x = g711_to_float(data, opts.encoding)
-    else:
-        x = np.frombuffer(data[: len(data) // 2 * 2], "<i2").astype(np.float32) / 32768.0
-    r = Resampler(opts.params.sample_rate)
-    return np.concatenate([r.process(x), r.flush()])
-
-
-def prerecorded(engine: Any, res: FileResult, opts: DeepgramOptions,
-                created: datetime.datetime, sha: str) -> dict[str, Any]:
-    """Deepgram's pre-recorded response; ``utterances`` and ``paragraphs`` when asked."""
-    words = [w for f in res.finals for w in f.words]
-    alt = alternative(words, res.text, opts.punctuate)
-    turns = _turns(res.finals, opts.utt_split)
-    if opts.paragraphs:
-        alt["paragraphs"] = _paragraphs(turns, opts.punctuate)
-    muid = _model_uuid(engine.model_name)
-    results: dict[str, Any] = {"channels": [{"alternatives": [alt],
-                                             "detected_language": res.language}]}
-    if opts.utterances:
-        results["utterances"] = [
-            {**alternative(t, " ".join(w.word.strip() for w in t), opts.punctuate),
-             "start": round(t[0].start, 3), "end": round(t[-1].end, 3), "channel": 0,
-             "speaker": 0, "id": str(uuid.uuid4())} for t in turns]
-    return {"metadata": {"transaction_key": "deprecated", "request_id": res.session,
-                         "sha256": sha, "created": _iso(created),
-                         "duration": round(res.seconds, 3),
-                         "channels": 1, "models": [muid],
-                         "model_info": {muid: _model_info(engine)}},
-            "results": results}
-
-
-def _turns(finals: list[wire.Final], split_s: float) -> list[list[wire.Word]]:
-    """Words grouped into utterances: a pause of ``split_s`` (Deepgram's ``utt_split``) or the
-    end of one of our utterances ends one."""
-    turns: list[list[wire.Word]] = [[]]
-    for f in finals:
-        for w in f.words:
-            if turns[-1] and w.start - turns[-1][-1].end >= split_s:
-                turns.append([])
-            turns[-1].append(w)
-        if f.eou and turns[-1]:
-            turns.append([])
-    return [t for t in turns if t]
-
-
-def _paragraphs(turns: list[list[wire.Word]], punctuate: bool) -> dict[str, Any]:
-    paras = []
-    for t in turns:
-        sentences, cur = [], []
-        for w in t:
-            cur.append(w)
-            if w.word.rstrip().endswith((".", "?", "!", "。", "？", "！")):
-                sentences.append(cur)
-                cur = []
-        if cur:
-            sentences.append(cur)
-        paras.append({
-            "sentences": [{"text": alternative(s, "".join(w.word for w in s),
-                                               punctuate)["transcript"],
-                           "start": round(s[0].start, 3), "end": round(s[-1].end, 3)}
-                          for s in sentences],
-            "speaker": 0, "num_words": len(t), "start": round(t[0].start, 3),
-            "end": round(t[-1].end, 3)})
-    text = "\n\n".join(" ".join(s["text"] for s in p["sentences"]) for p in paras)
-    return {"transcript": "\n" + text if text else "", "paragraphs": paras}
