@@ -29,6 +29,10 @@ import numpy as np
 from .agreement import HypothesisBuffer, join_words, split_units, unit_key
 from .audio import MODEL_RATE
 from .decoding import DecodeRequest, DecodeResult
+from .rereads import (REREAD_UNITS, centre, drop_unsure_echoes, heard_again, loop_start,
+                      repeated_head, restarted_head, spoken, squeezed_runs,
+                      unsaid_words, words_from)
+from .stream_options import StreamOptions
 from .text import convert_words, is_unspaced, join_texts, script_for, split_words
 from .text import split_units as text_units
 from .vad import SpeechAudio, SpeechEnd, SpeechPause, SpeechResume, SpeechStart, VadSegmenter
@@ -50,386 +54,6 @@ class _Kind(enum.Enum):
     # the VAD heard a pause that may be the utterance's end: its end decode, asked before the
     # hangover decides and kept only if no speech came (``VadOptions.pause_ms``)
     EARLY = "early"
-
-
-@dataclass(frozen=True)
-class StreamOptions:
-    step_ms: int = 500  # decode again after this much new speech
-    min_window_ms: int = 300  # too little audio to say anything about
-    commit_after_ms: int = 1500  # hypotheses of shorter windows are shown, never committed
-    # committed audio kept in the window (as decoder prefix): Whisper-tiny gets hard speech
-    # (accents, children, short clips) right far more often with several seconds before it
-    overlap_ms: int = 8000
-    # ... and in partial steps while the decoder is saturated (``next_decode(busy=True)``): a
-    # shorter window costs less, so more streams keep their finals in time, at the price of
-    # coarser finals under load (4 s on 2 cores: 5 streams with room and 6 at the edge,
-    # instead of 4 and 5; real/ replayed as if always loaded: 21.1 -> 21.6 % and 23.6 -> 25.3 %
-    # WER in its two halves). Careful decodes (utterance ends, doubted words) keep their
-    # context, and one stream never makes the engine busy.
-    busy_overlap_ms: int = 4000
-    # A stream alone is busy too while its own steps cannot keep up: more than ``step_ms`` of
-    # audio arrived while a step decoded (a slow CPU: on an AVX2-only EPYC 8 s steps took ~0.8 s,
-    # and one stream's partials came 1.2 s late, its finals 2.2 s). Its steps then keep
-    # ``busy_overlap_ms`` for the next ``slow_hold_ms`` of audio (there: partials 0.57 s, finals
-    # 1.24 s; bench/results/cpu-tiny-zen1-1stream-slow-hold.md). Counted in samples: a decoder
-    # faster than real-time input never sets it; input faster than real time (a file flat out,
-    # a reconnect's backlog) can, as a busy engine would. Not in two-model mode, where the main
-    # model is slower than the steps by design and the draft gives the partials.
-    slow_hold_ms: int = 2000
-    # A busy step (above) makes final from its one hypothesis the words that end this long
-    # before its window's end, without waiting for the next step to agree (AlignAtt's idea:
-    # what Whisper heard with that much audio after it rarely changes). Under load the next
-    # step comes late, so agreement costs a whole round of every stream's steps. 0: never.
-    busy_alone_ms: int = 0
-    careful_context_ms: int = 10000  # the same for careful decodes (finals without agreement)
-    # ... and while a lone stream's own steps lag (``slow_hold_ms``, the engine not busy): a
-    # slow CPU read its utterance ends with 8-10 s of context at 1.8 s each, one after the
-    # other (en-03 ends an utterance every 4 s), and every word after waited. Replayed on the
-    # AVX2-only EPYC's clock (bench.replay --cost slow --offsets 0.11): real/ final p50 3.04 ->
-    # 1.71 s, p95 5.61 -> 3.16 s, WER 22.96 -> 23.74 % with 3 s (2.5 s: 2.95 s, 24.10 %; 2 s:
-    # 2.77 s, 24.52 % and Whisper repeating itself in 2 s windows; replay-slow-*.md). Over
-    # the WebSocket on that CPU with 3 s: p50 2.41 -> 1.71 s, p95 5.38 -> 3.47 s, but WER
-    # 21.58 -> 24.83 % against 21.76 % offline (en-06 +15, en-08 +6 in both; en-04 chaotic;
-    # accuracy-zen1-slow-careful.md): speed bought with words, so off unless asked for. Under
-    # other streams' load careful decodes keep their context. 0: the same as ever.
-    slow_careful_context_ms: int = 0
-    # A window this long commits all but its last ``stall_keep_ms`` even without agreement: this
-    # bounds both the cost of a decode and a session's lag when the decoder falls behind.
-    max_window_ms: int = 15000
-    stall_keep_ms: int = 3000
-    # words ending this close to the window's end are never committed by agreement: Whisper's
-    # last words are the ones it most often changes once it hears what follows
-    holdback_ms: int = 300
-    # agreement never commits a word the newest greedy decode gives less than this: two greedy
-    # passes agree on hard speech's unsure words too (a child's "tomato" as "to Madro's")
-    commit_probability: float = 0.3
-    # ... and once such a word has waited this long after its end (in continuous speech the
-    # utterance's own careful decode may be a full window away), a careful decode of the
-    # window decides it and what comes before it
-    unsure_wait_ms: int = 1000
-    # ... and so is a word two greedy decodes still disagree on this long after its end: it
-    # and every word after it waited for the utterance's end or a full window (seconds, in
-    # hard continuous speech). Replayed on real/ (bench.replay --threads 1 --offsets 0.11,0.37,
-    # real time, modelled clock): final p95 2.17 -> 2.01 s, WER 21.78 -> 21.66 %, 1 % more
-    # decodes; at 600 ms p95 1.86 s but WER 22.03 %. 0: never.
-    stuck_wait_ms: int = 1000
-    # a careful check decides every word that has waited ``unsure_wait_ms`` in its window (and
-    # at least ``holdback_ms``), not only the words up to the doubted one. real/ and LJ replayed
-    # at 0.11/0.37 s (tiny.en, 2 threads' speed, modelled clock): WER 21.75 -> 21.30 %, final
-    # p95 2.03 -> 1.78 s, decodes 2772 -> 2760 (bench/results/replay-check-decides-waited-*)
-    check_decides_waited: bool = True
-    # a step due once such a word has waited that long is a careful decode in its place. Tried
-    # with the rule above: p95 1.78 -> 1.73 s and 2 % fewer decodes, but WER 21.30 -> 21.51 %
-    # (the check hears a step's decode time less right context: en-06 "Tomato" -> "To Madro");
-    # off while accuracy comes first (bench/results/replay-try-check-instead-of-step-*)
-    check_instead_of_step: bool = False
-    # a looping greedy step under load (short context, steps far apart) asks a careful decode
-    # for the words that waited before its loop. en-05, four streams at once over the
-    # WebSocket: its final p95 over 2.5 s in 3 of 5 draws without, 0 of 2 with; replayed as
-    # under load (bench.replay --busy) en-05 and en-07: WER 18.59 -> 17.34 %, p95 1.98 ->
-    # 1.88 s. Not without load: replayed so on real/, WER 21.30 -> 21.63 % and no faster.
-    # "Load" is the step's busy mark: the engine's, or a lone stream whose own steps lag
-    # (``slow_hold_ms``), whose steps are as short and as far apart. Never while the language
-    # is unsure (agreement commits nothing then either).
-    loop_asks_check: bool = True
-    # a careful decode that hears no word in this much new speech is asked again differently
-    mute_retry_ms: int = 2000
-    # ... and so is one whose first word comes after this many words the window's previous
-    # hypothesis heard past the committed point: forced past a prefix, Whisper may jump ahead
-    # over speech (en-02 flat out: "... to be an astro." final, then "I was really
-    # fascinated", 17 words lost). 0: never.
-    skip_retry_words: int = 3
-    # An utterance's end decode whose last word ends this long before the speech the VAD heard
-    # reads the window once more, its words as forced prefix, before they become final:
-    # Whisper may close a question after "for?" and stop, leaving out the last 0.7 s ("at Old
-    # Dominion", en-01's tail); forced past "for?", it writes "Old Dominion." Flat out on the
-    # AVX-512 EPYC it stopped at "for old" 0.46 s before the speech did, and "Dominion" was
-    # lost (read on, it came as "minion?"): a short last word is enough. 0: never.
-    tail_check_ms: int = 300
-    # a ``finalize`` waits until the utterance holds this much audio past the committed point:
-    # Whisper invents words ("Thank you.") for slivers of audio decoded on their own
-    min_final_ms: int = 1000
-    # an utterance that starts this soon after the previous one ended continues its window
-    join_gap_ms: int = 2000
-    prompt_chars: int = 200
-    # an utterance the VAD ended ends its sentence in later decodes' context (see _end_sentence)
-    end_sentences: bool = True
-    # language=auto: the language is detected once, from the first window of at least
-    # ``detect_min_ms`` where Whisper is sure (``detect_sure``), else from the first window of
-    # ``detect_ms``; and again when speech resumes after ``redetect_pause_ms`` of silence.
-    # (Whisper base on the Mandarin clips: 1 s often reads as en/ko/nn, 3 s is zh at 0.96+.)
-    detect_min_ms: int = 1000
-    detect_sure: float = 0.8
-    detect_ms: int = 3000
-    redetect_pause_ms: int = 10000
-    # two-model mode: each step's window is read first by the draft model (the partial, early)
-    # and then by the main model (agreement and finals, and the partial again)
-    draft_partials: bool = False
-    # ... and the main model reads a step's window only once this much audio is new since its
-    # last reading (0: every step); the draft still reads every step
-    main_step_ms: int = 0
-    no_speech_threshold: float = 0.6
-    logprob_threshold: float = -1.0
-    compression_ratio_threshold: float = 2.4
-
-    def samples(self, ms: int) -> int:
-        return MODEL_RATE * ms // 1000
-
-
-def loop_start(prefix: list[str], keys: list[str]) -> int:
-    """Where Whisper's repetition loop begins in ``keys`` (the new words after ``prefix``), or
-    ``len(keys)`` if there is none: a phrase of three or more units said twice in a row, or of
-    one or two units said three times. Only repeats reaching into the new words count. Units
-    of unspaced scripts are characters, and people repeat short phrases there ("对对对",
-    "对不起对不起"): a phrase of them counts twice from six characters, three times from three,
-    else five times."""
-    seq = prefix + keys
-    n0 = len(prefix)
-    for p in range(max(1, n0), len(seq)):
-        for length in range(1, p + 1):
-            if p + length > len(seq):
-                break
-            block = seq[p : p + length]
-            if block != seq[p - length : p]:
-                continue
-            times = _loop_times(block)
-            if p < (times - 1) * length or any(
-                    seq[p - k * length : p - (k - 1) * length] != block for k in range(2, times)):
-                continue
-            return max(0, p - n0)
-    return len(keys)
-
-
-def _loop_times(block: list[str]) -> int:
-    """How many times in a row a phrase of these units makes a loop."""
-    if block and all(is_unspaced(c) for u in block for c in u):
-        return 2 if len(block) >= 6 else 3 if len(block) >= 3 else 5
-    return 2 if len(block) >= 3 else 3
-
-
-def repeated_head(prefix: list[str], keys: list[str]) -> int:
-    """How many of the first new units only finish saying again a phrase of three or more
-    units that ends the prefix ("... what I call home. I" then "call home."): Whisper
-    re-reading what is already final, over a pause."""
-    seq = prefix + keys
-    n0 = len(prefix)
-    head = 0
-    for p in range(max(1, n0 - 12), n0 + 1):
-        for length in range(max(3, n0 - p + 1), p + 1):
-            if p + length > len(seq):
-                break
-            if seq[p : p + length] == seq[p - length : p]:
-                head = max(head, p + length - n0)
-    return head
-
-
-def restarted_head(prefix: list[str], keys: list[str]) -> int:
-    """How many of the first new units read the prefix again from its start, four or more:
-    a careful decode that restarts its window ("She was the type that makes her worse." as
-    prefix, then "She was the type that" over the next sentence, its last words squeezed
-    away by the aligner, en-04)."""
-    m = 0
-    while m < min(len(prefix), len(keys)) and prefix[m] == keys[m]:
-        m += 1
-    return m if m >= 4 else 0
-
-
-ECHO_PROBABILITY = 0.5
-# below this, a final decode's last word that the aligner squeezed to no duration was not said
-SQUEEZED_PROBABILITY = 0.1
-# runs of squeezed words that are not speech, and a re-read's last word after one (_squeezed_runs)
-SQUEEZED_RUN = 3
-SAME_END = 3
-# A word placed in already-final audio is a re-read if it reads the last final units again
-# (among the last ``REREAD_UNITS``: see _rereads), or if it ends this far inside the final
-# audio whatever it says.
-REREAD_UNITS = 8
-REREAD_SLACK_S = 0.3
-REREAD_STRETCH_S = 0.05
-
-
-def _rereads(tail: list[str], keys: list[str]) -> bool:
-    """``keys[0]``, placed just inside final audio, reads the end of ``tail`` (the last final
-    units) again: it equals one of the last two units, or the words from it say the units from
-    there on to the end (or stop before it) but for one word left out, put in or misheard, the
-    word after it saying one of the two units after it there. A word the finals said further
-    back and followed by different words is new: "... didn't know what I wanted to be you"
-    final, then "know you look back" (en-02), or a phrase said again that goes on
-    differently, "know what I mean, so"."""
-    n = len(tail)
-    return any(i >= n - 2 or len(keys) < 2
-               or (keys[1] in tail[i + 1 : i + 3] and _reads_on(tail[i:], keys))
-               for i in range(n) if tail[i] == keys[0])
-
-
-def _reads_on(tail: list[str], keys: list[str], slips: int = 1) -> bool:
-    """``keys`` say ``tail`` to its end, or as far as they go, but for ``slips`` words left out
-    (a re-read may drop a short word: "be vet." for "be a vet."), put in or misheard; each
-    kind is tried at a mismatch, not only the first that fits."""
-    j = 0
-    while j < len(tail) and j < len(keys) and tail[j] == keys[j]:
-        j += 1
-    if j == len(tail) or j == len(keys):
-        return True
-    return slips > 0 and any(_reads_on(tail[j + a :], keys[j + b :], slips - 1)
-                             for a, b in ((1, 0), (0, 1), (1, 1)))
-
-
-def _heard_again(req: DecodeRequest, out: list[Word], keys: list[str], prefix: list[str],
-                 committed: list[Word], committed_end: float) -> int:
-    """How many of the first words (in stream time, ``keys`` their units) are final already.
-
-    Words placed in audio that is already final were heard again (Whisper re-reading the end
-    of its prefix): committed text never comes twice. They go before the loop guard looks:
-    "just incredibly" + "incredibly, incredibly valuable" is a speaker saying a word twice,
-    not a word said three times. A word the aligner merely squeezed against the final audio's
-    end ("blank. I" final, then "mean" placed 0.05 s before its end) is new unless it reads
-    the end of the final text again (see _rereads)."""
-    first = 0
-    # (the committed words, not only the prefix: a retry without the prefix reads them all)
-    tail = ([unit_key(w.word) for w in _before(committed, req.offset)] + prefix)[-REREAD_UNITS:]
-    while first < len(out) and _centre(out[first]) < committed_end and (
-            out[first].end < committed_end - REREAD_SLACK_S or _rereads(tail, keys[first:])):
-        first += 1
-    # A retry without the prefix reads the final words again, and the aligner may stretch the
-    # last of them from the final audio's end into the pause after it (en-07: "... on a plane"
-    # final, then "... on the plane." with "plane." at 16.99-17.87): that is the last final
-    # word again, not a new one
-    if (not req.prefix and first < len(out) and committed
-            and keys[first] == unit_key(committed[-1].word)
-            and out[first].start <= committed_end + REREAD_STRETCH_S):
-        first += 1
-    return first
-
-
-def _drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str]
-                        ) -> tuple[list[Word], list[str]]:
-    """Words that only say the unit or two units before them again, and that Whisper itself
-    doubts or the aligner cannot place: over the silence after an utterance it echoes its last
-    word ("Yummy." then "Yummy.", p=0.44, or p=0.89 squeezed into the window's last instant) or
-    its last two ("Ask not. Ask not.", the second "Ask" squeezed to no time, jfk), where a
-    speaker's own "no, no" comes out sure and takes time to say."""
-    kept_w: list[Word] = []
-    kept_k: list[str] = []
-    i = 0
-    while i < len(words):
-        before = (prefix + kept_k)[-2:]
-        pair = keys[i : i + 2]
-        if len(pair) == 2 and pair == before and any(_squeezed(w) for w in words[i : i + 2]):
-            i += 2
-            continue
-        w, k = words[i], keys[i]
-        if k and before and k == before[-1] and (w.probability < ECHO_PROBABILITY or _squeezed(w)):
-            i += 1
-            continue
-        kept_w.append(w)
-        kept_k.append(k)
-        i += 1
-    return kept_w, kept_k
-
-
-def _unsaid(req: DecodeRequest, out: list[Word], tail: list[str]) -> set[int]:
-    """The words at the end of a decode that the aligner could not place in the audio (by
-    ``id``: two squeezed words may be equal): two or more squeezed to no duration were not said
-    (Whisper continues its prompt over silence). One such word that Whisper itself doubts is
-    not either, at the end of a decode whose words all become final: no later decode can
-    confirm it ("answer now?" then "No.", p=0.07); nor, doubted less, one that says a word of
-    ``tail`` (the final text's last units) again ("... Asp. What you can do. For your
-    country." final, then "Asp." at 10.97-10.97 s, p=0.36, over the silence after jfk)."""
-    n = len(out)
-    while n and _squeezed(out[n - 1]):
-        n -= 1
-    last = out[-1] if out else None
-    if len(out) - n >= 2 or (req.final and last is not None and n < len(out) and (
-            last.probability < SQUEEZED_PROBABILITY
-            or (last.probability < ECHO_PROBABILITY and unit_key(last.word) in tail))):
-        return {id(w) for w in out[n:]}
-    return set()
-
-
-def _squeezed_runs(prefix: list[str], out: list[Word], keys: list[str]) -> set[int]:
-    """Final text Whisper reads again that the text guards miss, because its first word is
-    new or misheard: a run of ``SQUEEZED_RUN`` or more words the aligner gave no time, which
-    from its first or second word says the prefix's last units again (jfk with a final forced
-    every 20 ms: "Asp. And so my fellow Americans." at 2.30-2.30 s, the final "and so my fellow
-    American" read again, then "Asp." at 3.44-3.88 s, the speaker's "ask"); or such a run and
-    the word after it that ends the decode on the prefix's last units, stretched over what was
-    left of the window ("Ask not what your country can do for" at 7.66-7.66 s and "you." at
-    7.66-7.74 s, "... can do for you." final). A run that says something else may be speech
-    the aligner could not place (en-01: "right? Yeah. It" squeezed, and said); so may one
-    that says a few of the prefix's words without reaching its end ("I said" ... "I said
-    no"). Where the words after a re-read say the decode's new words again from their start,
-    that is a second reading and goes too ("Asp." at 3.38-3.74 s, the re-read at 3.74-3.74 s,
-    then "Asp." at 3.74-3.84 s: "Asp. Asp." final, jfk under load); what follows it stays."""
-    gone: set[int] = set()
-    tail = prefix[-2 * REREAD_UNITS :]
-    i = 0
-    while i < len(out):
-        j = i
-        while j < len(out) and _squeezed(out[j]):
-            j += 1
-        if j - i >= SQUEEZED_RUN:
-            run = keys[i:j]
-            if any(tail[t] == run[k] and _says_to_end(tail[t:], run[k:]) >= SQUEEZED_RUN
-                   for k in (0, 1) for t in range(len(tail))):
-                gone |= {id(w) for w in out[i : _said_again(keys, i, j)]}
-            elif j == len(out) - 1 and len(prefix) >= SAME_END \
-                    and keys[-SAME_END:] == prefix[-SAME_END:]:
-                gone |= {id(w) for w in out[i:]}
-        i = j + 1
-    return gone
-
-
-def _said_again(keys: list[str], i: int, j: int) -> int:
-    """Where the words from ``j`` on stop saying ``keys[:i]`` (the decode's new words before a
-    re-read at ``i:j``) again from their start, once or more; ``j`` if they do not."""
-    while True:
-        n = 0
-        while n < i and j + n < len(keys) and keys[j + n] == keys[n]:
-            n += 1
-        if n == 0:
-            return j
-        j += n
-
-
-def _says_to_end(tail: list[str], keys: list[str], slips: int = 1) -> int:
-    """How many of ``tail``'s units ``keys`` say, if they say it to its end but for ``slips``
-    units left out, put in or misheard; -1 if they stop short or say something else."""
-    j = 0
-    while j < len(tail) and j < len(keys) and tail[j] == keys[j]:
-        j += 1
-    if j == len(tail):
-        return j
-    if j == len(keys) or not slips:
-        return -1
-    rest = max(_says_to_end(tail[j + a :], keys[j + b :], slips - 1)
-               for a, b in ((1, 0), (0, 1), (1, 1)))
-    return j + rest if rest >= 0 else -1
-
-
-def _squeezed(w: Word) -> bool:
-    """The aligner gave the word no time: nothing in the audio says it."""
-    return w.end - w.start < 0.02
-
-
-def _centre(w: Word) -> float:
-    """Where a word lies, for the questions of which side of a point it falls on: the aligner
-    may put either of its ends a little across."""
-    return (w.start + w.end) / 2
-
-
-def _from(words: list[Word], t: float) -> list[Word]:
-    """The words of a window that starts at stream time ``t`` (those centred in it)."""
-    return [w for w in words if _centre(w) >= t]
-
-
-def _before(words: list[Word], t: float) -> list[Word]:
-    """The words before a window that starts at stream time ``t``: those ``_from`` leaves."""
-    return [w for w in words if _centre(w) < t]
-
-
-def _spoken(w: Word) -> bool:
-    return any(c.isalnum() for c in w.word)
 
 
 class _Verdict(enum.Enum):
@@ -706,7 +330,7 @@ class StreamSession:
         busy_step = busy and not careful
         attempt = _ATTEMPTS[u.retries]
         start = self._window_from(u, end, careful, busy_step, alone_slow, attempt)
-        prefix = _from(u.buffer.committed, start / MODEL_RATE)
+        prefix = words_from(u.buffer.committed, start / MODEL_RATE)
         # read on past the words an end decode stopped at: they are forced, not committed (the
         # prompt is the committed text before the window, as ever)
         forced = prefix + u.tail if kind == _Kind.END and u.tail is not None else prefix
@@ -894,7 +518,7 @@ class StreamSession:
             # held sentence read again, however worded ("They all to take a little of this
             # Christmas spirit." held, then "They all took a little ..." squeezed there, en-05)
             i = 0
-            while i < len(words) and _centre(words[i]) < tail[-1].end:
+            while i < len(words) and centre(words[i]) < tail[-1].end:
                 i += 1
             new = words[i:] if verdict != _Verdict.REJECTED else []
             self._commit(u, kind, result, tail + new, req.duration, win_end, unsure, busy_step)
@@ -908,7 +532,7 @@ class StreamSession:
             w.end <= keep_from for w in words)
         # so does a careful decode that heard no word in seconds of new speech: after a forced
         # prefix Whisper may only close its sentence ("Cajun loves China" + ".") and stop
-        mute = (req.careful and not any(_spoken(w) for w in words)
+        mute = (req.careful and not any(spoken(w) for w in words)
                 and not self._says_no_speech(result)
                 and win_end - u.buffer.committed_end >= self.opt.mute_retry_ms / 1000)
         skipped = req.careful and self._skips(u, req, words)
@@ -935,11 +559,11 @@ class StreamSession:
         stretch the first word after a jump back over what was left out (en-02: held "C. And I
         got to go work on military ships", read "work on military ships" with "work" from
         74.26 s, right after the final "Navi")."""
-        heard = [w for w in words if _spoken(w)]
+        heard = [w for w in words if spoken(w)]
         if self.opt.skip_retry_words <= 0 or not req.prefix or not heard:
             return False  # (hearing nothing at all is for the mute rule)
         said = {unit_key(w.word) for w in heard}
-        passed = [w for w in _held(u) if _spoken(w) and _centre(w) < heard[0].start
+        passed = [w for w in _held(u) if spoken(w) and centre(w) < heard[0].start
                   and unit_key(w.word) not in said]
         return len(passed) >= self.opt.skip_retry_words or self._jumped_over(u, words) > 0
 
@@ -948,13 +572,13 @@ class StreamSession:
         come before the place where ``words`` start saying them again (their first two, or
         else their first), if those are ``skip_retry_words`` or more spoken words and
         ``words`` never say two of them in a row; else 0."""
-        said = [unit_key(w.word) for w in split_units(words) if _spoken(w)]
+        said = [unit_key(w.word) for w in split_units(words) if spoken(w)]
         held = _held(u)
         keys = [unit_key(w.word) for w in held]
         i = next((i for n in (2, 1) for i in range(len(held)) if said
                   and keys[i : i + n] == said[:n]), 0)
         pairs = set(zip(said, said[1:]))
-        if sum(_spoken(w) for w in held[:i]) < self.opt.skip_retry_words or any(
+        if sum(spoken(w) for w in held[:i]) < self.opt.skip_retry_words or any(
                 p in pairs for p in zip(keys[:i], keys[1:i])):
             return 0
         return i
@@ -979,7 +603,7 @@ class StreamSession:
         """An end decode's last word ends ``tail_check_ms`` or more before the speech the VAD
         heard in the window (asked once per utterance end)."""
         end = int(round(win_end * MODEL_RATE))
-        heard = [w for w in words if _spoken(w)]
+        heard = [w for w in words if spoken(w)]
         if not self.opt.tail_check_ms or not heard or u.tail_for == end or end not in u.ends:
             return False  # (not once the utterance went on while its end decode was out)
         spoken_to = u.spoken_to.get(end, end) / MODEL_RATE
@@ -1179,18 +803,18 @@ class StreamSession:
         # what is already final in the window: the forced prefix, or, when a retry went without
         # it, the final words Whisper hears again ("Gator loves China" final; then "Gator
         # Love's China. Jumanjo" with "China." squeezed past its audio)
-        said = req.prefix or join_words(_from(committed or [], req.offset))
+        said = req.prefix or join_words(words_from(committed or [], req.offset))
         prefix = [unit_key(x) for x in text_units(said)]
         # words nothing in the audio says: they go after the loop cut (below)
-        unsaid = _unsaid(req, out, prefix[-REREAD_UNITS:]) | _squeezed_runs(prefix, out, keys)
+        unsaid = unsaid_words(req, out, prefix[-REREAD_UNITS:]) | squeezed_runs(prefix, out, keys)
         # Whisper re-reading the phrase that ends its prefix, wherever the aligner put it (often
         # squeezed into the window's last instant, past the final audio)
         skip = max(repeated_head(prefix, keys), restarted_head(prefix, keys))
         out, keys = out[skip:], keys[skip:]
-        first = _heard_again(req, out, keys, prefix, committed or [], committed_end)
+        first = heard_again(req, out, keys, prefix, committed or [], committed_end)
         out, keys = out[first:], keys[first:]
         new = len(out)
-        out, keys = _drop_unsure_echoes(prefix, out, keys)
+        out, keys = drop_unsure_echoes(prefix, out, keys)
         # a loop is cut where it starts, also when the aligner squeezed its repeat past the
         # audio (en-06: "Does he" final, then "know the biscuit? Does he know the biscuit?",
         # the second "know the biscuit?" squeezed: cut after it, "Does he" was said twice)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from whisperwire.server.decoding import DecodeRequest, DecodeResult
-from whisperwire.server.session import StreamOptions, StreamSession, _rereads, restarted_head
+from whisperwire.server.rereads import rereads, restarted_head
+from whisperwire.server.session import StreamOptions, StreamSession
 from whisperwire.server.vad import VadOptions, VadSegmenter
 from whisperwire.server.wire import Final, Partial, UtteranceEnd, Word
 
@@ -430,7 +431,7 @@ def test_prompt_carries_committed_text_and_user_prompt():
     ],
 )
 def test_loop_start(prefix, text, keep):
-    from whisperwire.server.session import loop_start
+    from whisperwire.server.rereads import loop_start
 
     assert loop_start(prefix.split(), text.split()) == keep
 
@@ -613,7 +614,7 @@ def test_audio_after_abandon_starts_afresh():
     ],
 )
 def test_repeated_head(prefix, text, skip):
-    from whisperwire.server.session import repeated_head
+    from whisperwire.server.rereads import repeated_head
 
     assert repeated_head(prefix.split(), text.split()) == skip
 
@@ -822,9 +823,9 @@ def test_a_new_phrase_that_starts_as_the_finals_did_is_kept_just_inside_final_au
     assert accepted(prefix, 0.0, reread + [(" look", 6.8, 6.96, 0.99)], 8.43, 6.64) == [" look"]
     assert accepted(prefix, 0.0, reread[:3], 8.43, 6.64) == []
     # one word put in or misheard anywhere in a re-read, not only where it first fits
-    assert _rereads("he said that that was fine ok".split(), "said that was that was fine".split())
-    assert _rereads("and mine was blank i".split(), "and was was blank".split())
-    assert not _rereads("and mine was blank i".split(), "and was so very blank".split())
+    assert rereads("he said that that was fine ok".split(), "said that was that was fine".split())
+    assert rereads("and mine was blank i".split(), "and was was blank".split())
+    assert not rereads("and mine was blank i".split(), "and was so very blank".split())
 
 
 class ClosingDecoder(ScriptedDecoder):
@@ -1740,20 +1741,20 @@ def squeezed(text: str, at: float = 5.0) -> list[Word]:
     ("he said the park is very big", "big thank you", False),
 ])
 def test_a_squeezed_run_is_dropped_only_where_it_reads_the_prefix_end_again(prefix, run, gone):
-    from whisperwire.server.session import _squeezed_runs
+    from whisperwire.server.rereads import squeezed_runs
 
     out = squeezed(run) + [Word(" next", 5.0, 5.4, 0.9)]
     keys = run.split() + ["next"]
-    assert bool(_squeezed_runs(prefix.split(), out, keys)) == gone
+    assert bool(squeezed_runs(prefix.split(), out, keys)) == gone
 
 
 def test_a_squeezed_chinese_word_is_not_a_run_of_characters_to_drop():
     from whisperwire.server.agreement import split_units
-    from whisperwire.server.session import _squeezed_runs
+    from whisperwire.server.rereads import squeezed_runs
 
     out = split_units([Word("大家好", 5.0, 5.0, 0.8), Word("，我们", 5.0, 5.6, 0.9)])
     keys = [w.word.strip("，") for w in out]
-    assert _squeezed_runs(list("他说公园很大"), out, keys) == set()
+    assert squeezed_runs(list("他说公园很大"), out, keys) == set()
 
 
 class EchoesOverTheEndDecoder(ScriptedDecoder):
@@ -1784,13 +1785,13 @@ def test_a_second_reading_after_a_squeezed_re_read_goes_with_it():
     """jfk with ``finalize`` after every 20 ms, under load (traced): "Asp." at 3.38-3.74 s, the
     final "and so my fellow American" read again at 3.74-3.74 s, then "Asp." once more at
     3.74-3.84 s, which became final as "Asp. Asp."; what comes after a second reading stays."""
-    from whisperwire.server.session import _squeezed_runs
+    from whisperwire.server.rereads import squeezed_runs
 
     prefix = "and so my fellow american".split()
     out = ([Word(" Asp.", 3.38, 3.74, 0.42)] + squeezed("And so my fellow Americans.", 3.74)
            + [Word(" Asp.", 3.74, 3.84, 0.89), Word(" not", 4.18, 4.42, 0.5)])
     keys = ["asp", "and", "so", "my", "fellow", "americans", "asp", "not"]
-    gone = _squeezed_runs(prefix, out, keys)
+    gone = squeezed_runs(prefix, out, keys)
     assert [w.word for w in out if id(w) not in gone] == [" Asp.", " not"]
 
 
@@ -1821,3 +1822,4 @@ def test_every_utterance_end_is_said_once_even_when_its_words_were_final_before_
     # a finalize with nothing left to make final is answered at once
     s.finalize()
     assert [type(e) for e in s.events()] == [UtteranceEnd]
+

@@ -1,0 +1,274 @@
+"""What Whisper says that nothing in the audio says: repetition loops, the forced prefix's
+last phrase read again, echoes of final words, runs of words the aligner squeezed to no time.
+
+Pure functions of a decode's words (their text as agreement units, and their times): the
+session (:mod:`.session`) asks them which of a decode's words are new speech, and its unit
+tests drive them with words.
+"""
+
+from __future__ import annotations
+
+from .agreement import unit_key
+from .decoding import DecodeRequest
+from .text import is_unspaced
+from .wire import Word
+
+__all__ = ["centre", "drop_unsure_echoes", "heard_again", "loop_start", "repeated_head",
+           "rereads", "restarted_head", "spoken", "squeezed", "squeezed_runs", "unsaid_words",
+           "words_from"]
+
+
+def loop_start(prefix: list[str], keys: list[str]) -> int:
+    """Where Whisper's repetition loop begins in ``keys`` (the new words after ``prefix``), or
+    ``len(keys)`` if there is none: a phrase of three or more units said twice in a row, or of
+    one or two units said three times. Only repeats reaching into the new words count. Units
+    of unspaced scripts are characters, and people repeat short phrases there ("对对对",
+    "对不起对不起"): a phrase of them counts twice from six characters, three times from three,
+    else five times."""
+    seq = prefix + keys
+    n0 = len(prefix)
+    for p in range(max(1, n0), len(seq)):
+        for length in range(1, p + 1):
+            if p + length > len(seq):
+                break
+            block = seq[p : p + length]
+            if block != seq[p - length : p]:
+                continue
+            times = _loop_times(block)
+            if p < (times - 1) * length or any(
+                    seq[p - k * length : p - (k - 1) * length] != block for k in range(2, times)):
+                continue
+            return max(0, p - n0)
+    return len(keys)
+
+
+def _loop_times(block: list[str]) -> int:
+    """How many times in a row a phrase of these units makes a loop."""
+    if block and all(is_unspaced(c) for u in block for c in u):
+        return 2 if len(block) >= 6 else 3 if len(block) >= 3 else 5
+    return 2 if len(block) >= 3 else 3
+
+
+def repeated_head(prefix: list[str], keys: list[str]) -> int:
+    """How many of the first new units only finish saying again a phrase of three or more
+    units that ends the prefix ("... what I call home. I" then "call home."): Whisper
+    re-reading what is already final, over a pause."""
+    seq = prefix + keys
+    n0 = len(prefix)
+    head = 0
+    for p in range(max(1, n0 - 12), n0 + 1):
+        for length in range(max(3, n0 - p + 1), p + 1):
+            if p + length > len(seq):
+                break
+            if seq[p : p + length] == seq[p - length : p]:
+                head = max(head, p + length - n0)
+    return head
+
+
+def restarted_head(prefix: list[str], keys: list[str]) -> int:
+    """How many of the first new units read the prefix again from its start, four or more:
+    a careful decode that restarts its window ("She was the type that makes her worse." as
+    prefix, then "She was the type that" over the next sentence, its last words squeezed
+    away by the aligner, en-04)."""
+    m = 0
+    while m < min(len(prefix), len(keys)) and prefix[m] == keys[m]:
+        m += 1
+    return m if m >= 4 else 0
+
+
+ECHO_PROBABILITY = 0.5
+# below this, a final decode's last word that the aligner squeezed to no duration was not said
+SQUEEZED_PROBABILITY = 0.1
+# runs of squeezed words that are not speech, and a re-read's last word after one (squeezed_runs)
+SQUEEZED_RUN = 3
+SAME_END = 3
+# A word placed in already-final audio is a re-read if it reads the last final units again
+# (among the last ``REREAD_UNITS``: see rereads), or if it ends this far inside the final
+# audio whatever it says.
+REREAD_UNITS = 8
+REREAD_SLACK_S = 0.3
+REREAD_STRETCH_S = 0.05
+
+
+def rereads(tail: list[str], keys: list[str]) -> bool:
+    """``keys[0]``, placed just inside final audio, reads the end of ``tail`` (the last final
+    units) again: it equals one of the last two units, or the words from it say the units from
+    there on to the end (or stop before it) but for one word left out, put in or misheard, the
+    word after it saying one of the two units after it there. A word the finals said further
+    back and followed by different words is new: "... didn't know what I wanted to be you"
+    final, then "know you look back" (en-02), or a phrase said again that goes on
+    differently, "know what I mean, so"."""
+    n = len(tail)
+    return any(i >= n - 2 or len(keys) < 2
+               or (keys[1] in tail[i + 1 : i + 3] and _reads_on(tail[i:], keys))
+               for i in range(n) if tail[i] == keys[0])
+
+
+def _reads_on(tail: list[str], keys: list[str], slips: int = 1) -> bool:
+    """``keys`` say ``tail`` to its end, or as far as they go, but for ``slips`` words left out
+    (a re-read may drop a short word: "be vet." for "be a vet."), put in or misheard; each
+    kind is tried at a mismatch, not only the first that fits."""
+    j = 0
+    while j < len(tail) and j < len(keys) and tail[j] == keys[j]:
+        j += 1
+    if j == len(tail) or j == len(keys):
+        return True
+    return slips > 0 and any(_reads_on(tail[j + a :], keys[j + b :], slips - 1)
+                             for a, b in ((1, 0), (0, 1), (1, 1)))
+
+
+def heard_again(req: DecodeRequest, out: list[Word], keys: list[str], prefix: list[str],
+                 committed: list[Word], committed_end: float) -> int:
+    """How many of the first words (in stream time, ``keys`` their units) are final already.
+
+    Words placed in audio that is already final were heard again (Whisper re-reading the end
+    of its prefix): committed text never comes twice. They go before the loop guard looks:
+    "just incredibly" + "incredibly, incredibly valuable" is a speaker saying a word twice,
+    not a word said three times. A word the aligner merely squeezed against the final audio's
+    end ("blank. I" final, then "mean" placed 0.05 s before its end) is new unless it reads
+    the end of the final text again (see rereads)."""
+    first = 0
+    # (the committed words, not only the prefix: a retry without the prefix reads them all)
+    tail = ([unit_key(w.word) for w in _before(committed, req.offset)] + prefix)[-REREAD_UNITS:]
+    while first < len(out) and centre(out[first]) < committed_end and (
+            out[first].end < committed_end - REREAD_SLACK_S or rereads(tail, keys[first:])):
+        first += 1
+    # A retry without the prefix reads the final words again, and the aligner may stretch the
+    # last of them from the final audio's end into the pause after it (en-07: "... on a plane"
+    # final, then "... on the plane." with "plane." at 16.99-17.87): that is the last final
+    # word again, not a new one
+    if (not req.prefix and first < len(out) and committed
+            and keys[first] == unit_key(committed[-1].word)
+            and out[first].start <= committed_end + REREAD_STRETCH_S):
+        first += 1
+    return first
+
+
+def drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str]
+                        ) -> tuple[list[Word], list[str]]:
+    """Words that only say the unit or two units before them again, and that Whisper itself
+    doubts or the aligner cannot place: over the silence after an utterance it echoes its last
+    word ("Yummy." then "Yummy.", p=0.44, or p=0.89 squeezed into the window's last instant) or
+    its last two ("Ask not. Ask not.", the second "Ask" squeezed to no time, jfk), where a
+    speaker's own "no, no" comes out sure and takes time to say."""
+    kept_w: list[Word] = []
+    kept_k: list[str] = []
+    i = 0
+    while i < len(words):
+        before = (prefix + kept_k)[-2:]
+        pair = keys[i : i + 2]
+        if len(pair) == 2 and pair == before and any(squeezed(w) for w in words[i : i + 2]):
+            i += 2
+            continue
+        w, k = words[i], keys[i]
+        if k and before and k == before[-1] and (w.probability < ECHO_PROBABILITY or squeezed(w)):
+            i += 1
+            continue
+        kept_w.append(w)
+        kept_k.append(k)
+        i += 1
+    return kept_w, kept_k
+
+
+def unsaid_words(req: DecodeRequest, out: list[Word], tail: list[str]) -> set[int]:
+    """The words at the end of a decode that the aligner could not place in the audio (by
+    ``id``: two squeezed words may be equal): two or more squeezed to no duration were not said
+    (Whisper continues its prompt over silence). One such word that Whisper itself doubts is
+    not either, at the end of a decode whose words all become final: no later decode can
+    confirm it ("answer now?" then "No.", p=0.07); nor, doubted less, one that says a word of
+    ``tail`` (the final text's last units) again ("... Asp. What you can do. For your
+    country." final, then "Asp." at 10.97-10.97 s, p=0.36, over the silence after jfk)."""
+    n = len(out)
+    while n and squeezed(out[n - 1]):
+        n -= 1
+    last = out[-1] if out else None
+    if len(out) - n >= 2 or (req.final and last is not None and n < len(out) and (
+            last.probability < SQUEEZED_PROBABILITY
+            or (last.probability < ECHO_PROBABILITY and unit_key(last.word) in tail))):
+        return {id(w) for w in out[n:]}
+    return set()
+
+
+def squeezed_runs(prefix: list[str], out: list[Word], keys: list[str]) -> set[int]:
+    """Final text Whisper reads again that the text guards miss, because its first word is
+    new or misheard: a run of ``SQUEEZED_RUN`` or more words the aligner gave no time, which
+    from its first or second word says the prefix's last units again (jfk with a final forced
+    every 20 ms: "Asp. And so my fellow Americans." at 2.30-2.30 s, the final "and so my fellow
+    American" read again, then "Asp." at 3.44-3.88 s, the speaker's "ask"); or such a run and
+    the word after it that ends the decode on the prefix's last units, stretched over what was
+    left of the window ("Ask not what your country can do for" at 7.66-7.66 s and "you." at
+    7.66-7.74 s, "... can do for you." final). A run that says something else may be speech
+    the aligner could not place (en-01: "right? Yeah. It" squeezed, and said); so may one
+    that says a few of the prefix's words without reaching its end ("I said" ... "I said
+    no"). Where the words after a re-read say the decode's new words again from their start,
+    that is a second reading and goes too ("Asp." at 3.38-3.74 s, the re-read at 3.74-3.74 s,
+    then "Asp." at 3.74-3.84 s: "Asp. Asp." final, jfk under load); what follows it stays."""
+    gone: set[int] = set()
+    tail = prefix[-2 * REREAD_UNITS :]
+    i = 0
+    while i < len(out):
+        j = i
+        while j < len(out) and squeezed(out[j]):
+            j += 1
+        if j - i >= SQUEEZED_RUN:
+            run = keys[i:j]
+            if any(tail[t] == run[k] and _says_to_end(tail[t:], run[k:]) >= SQUEEZED_RUN
+                   for k in (0, 1) for t in range(len(tail))):
+                gone |= {id(w) for w in out[i : _said_again(keys, i, j)]}
+            elif j == len(out) - 1 and len(prefix) >= SAME_END \
+                    and keys[-SAME_END:] == prefix[-SAME_END:]:
+                gone |= {id(w) for w in out[i:]}
+        i = j + 1
+    return gone
+
+
+def _said_again(keys: list[str], i: int, j: int) -> int:
+    """Where the words from ``j`` on stop saying ``keys[:i]`` (the decode's new words before a
+    re-read at ``i:j``) again from their start, once or more; ``j`` if they do not."""
+    while True:
+        n = 0
+        while n < i and j + n < len(keys) and keys[j + n] == keys[n]:
+            n += 1
+        if n == 0:
+            return j
+        j += n
+
+
+def _says_to_end(tail: list[str], keys: list[str], slips: int = 1) -> int:
+    """How many of ``tail``'s units ``keys`` say, if they say it to its end but for ``slips``
+    units left out, put in or misheard; -1 if they stop short or say something else."""
+    j = 0
+    while j < len(tail) and j < len(keys) and tail[j] == keys[j]:
+        j += 1
+    if j == len(tail):
+        return j
+    if j == len(keys) or not slips:
+        return -1
+    rest = max(_says_to_end(tail[j + a :], keys[j + b :], slips - 1)
+               for a, b in ((1, 0), (0, 1), (1, 1)))
+    return j + rest if rest >= 0 else -1
+
+
+def squeezed(w: Word) -> bool:
+    """The aligner gave the word no time: nothing in the audio says it."""
+    return w.end - w.start < 0.02
+
+
+def centre(w: Word) -> float:
+    """Where a word lies, for the questions of which side of a point it falls on: the aligner
+    may put either of its ends a little across."""
+    return (w.start + w.end) / 2
+
+
+def words_from(words: list[Word], t: float) -> list[Word]:
+    """The words of a window that starts at stream time ``t`` (those centred in it)."""
+    return [w for w in words if centre(w) >= t]
+
+
+def _before(words: list[Word], t: float) -> list[Word]:
+    """The words before a window that starts at stream time ``t``: those ``words_from`` leaves."""
+    return [w for w in words if centre(w) < t]
+
+
+def spoken(w: Word) -> bool:
+    return any(c.isalnum() for c in w.word)
