@@ -101,6 +101,7 @@ def _serve(args: argparse.Namespace) -> int:
                              slow_careful_context_ms=args.slow_careful_context_ms,
                              holdback_ms=args.holdback_ms,
                              tail_check_ms=args.tail_check_ms,
+                             doubted_end_ms=args.doubted_end_ms,
                              stuck_wait_ms=args.stuck_wait_ms,
                              skip_retry_words=args.skip_retry_words,
                              draft_partials=bool(args.draft_model),
@@ -234,6 +235,10 @@ def _policy_flags(g) -> None:  # type: ignore[no-untyped-def]
     g.add_argument("--tail-check-ms", type=_count, default=StreamOptions.tail_check_ms,
                    help="an utterance's end decode whose last word ends this long before the "
                         "speech does reads the window again past that word (0: never)")
+    g.add_argument("--doubted-end-ms", type=_count, default=StreamOptions.doubted_end_ms,
+                   help="the end decode of an utterance shorter than this that doubts every "
+                        "word it hears says nothing (Whisper invents words for a breath or a "
+                        "click; 0: never)")
     g.add_argument("--stuck-wait-ms", type=_count, default=StreamOptions.stuck_wait_ms,
                    help="a word greedy decodes still disagree on this long after its end is "
                         "decided by a careful decode (0: it waits for its utterance's end)")

@@ -30,7 +30,7 @@ from .agreement import HypothesisBuffer, join_words, split_units, unit_key
 from .audio import MODEL_RATE
 from .decoding import DecodeRequest, DecodeResult
 from .rereads import (REREAD_UNITS, centre, drop_unsure_echoes, heard_again, loop_start,
-                      repeated_head, restarted_head, spoken, squeezed_runs,
+                      repeated_head, restarted_head, spoken, squeezed, squeezed_runs,
                       unsaid_words, words_from)
 from .stream_options import StreamOptions
 from .text import convert_words, is_unspaced, join_texts, script_for, split_words
@@ -123,6 +123,7 @@ class _Run:
     def __init__(self, start: int) -> None:
         self.start = start
         self.ends: deque[int] = deque()  # utterance ends not yet decoded as final
+        self.speech_from = start  # where the last utterance in it started
         self.open = True  # an utterance is going on
         self.base = start  # stream position of the first sample held
         self.chunks: list[np.ndarray] = []
@@ -264,6 +265,7 @@ class StreamSession:
         if last is not None and sample - last.available <= self.opt.samples(self.opt.join_gap_ms):
             last.append(np.zeros(sample - last.available, np.float32))
             last.open = True
+            last.speech_from = sample
             if self._detect_pending and self.language == "auto":
                 last.ends.clear()  # a held short utterance goes on: detect on both together
                 last.spoken_to.clear()
@@ -545,6 +547,8 @@ class StreamSession:
         if u.jumped and req.careful:  # asked again after a jump: what it still leaves out
             words = self._with_jumped_over(u, words)
         u.retries, u.jumped = 0, False
+        if kind == _Kind.END and self._all_doubt(u, words, win_end):
+            words = [w for w in words if not spoken(w)]
         if kind == _Kind.END and self._stops_short(u, words, win_end):
             u.tail, u.tail_for = words, int(round(win_end * MODEL_RATE))
             u.decoded_to = u.window_start
@@ -598,6 +602,18 @@ class StreamSession:
         held = _held(u)
         t = held[i - 1].end  # the decode's words start after them
         return held[:i] + [replace(w, start=max(w.start, t), end=max(w.end, t)) for w in words]
+
+    def _all_doubt(self, u: _Run, words: list[Word], win_end: float) -> bool:
+        """An end decode of an utterance shorter than ``doubted_end_ms``, none of it final yet,
+        in which Whisper doubts every word it places in the audio. (Not the doubted last word
+        of a longer utterance: "We will be sure if I" final, then "can." at p < 0.3, en-08.)"""
+        o = self.opt
+        placed = [w for w in words_from(words, u.buffer.committed_end)
+                  if spoken(w) and not squeezed(w)]
+        return bool(o.doubted_end_ms and placed
+                    and u.buffer.committed_end <= u.speech_from / MODEL_RATE
+                    and win_end - u.speech_from / MODEL_RATE < o.doubted_end_ms / 1000
+                    and all(w.probability < o.commit_probability for w in placed))
 
     def _stops_short(self, u: _Run, words: list[Word], win_end: float) -> bool:
         """An end decode's last word ends ``tail_check_ms`` or more before the speech the VAD

@@ -109,6 +109,15 @@ class StreamOptions:
     # a ``finalize`` waits until the utterance holds this much audio past the committed point:
     # Whisper invents words ("Thank you.") for slivers of audio decoded on their own
     min_final_ms: int = 1000
+    # the end decode of an utterance shorter than this, none of it final yet, that doubts every
+    # word it places in the audio (p < ``commit_probability``) says nothing: alone on a breath
+    # or a click before speech, beam search still writes a word ("Yeah." p 0.18 for en-07's
+    # first 0.8 s, where greedy steps had heard "you" and "Okay.", and the invented word then
+    # led the next decodes as their prefix: "Yeah. Then it may make me"). Replayed in real
+    # time (bench.replay --threads 1 --offsets 0.11): real/ 22.24 -> 22.00 %, en-07 starts
+    # "They may make me", en-03 52.1 -> 50.8, every other file word for word; zh/ (base) the
+    # same characters. 0: never.
+    doubted_end_ms: int = 1500
     # an utterance that starts this soon after the previous one ended continues its window
     join_gap_ms: int = 2000
     prompt_chars: int = 200

@@ -1823,3 +1823,54 @@ def test_every_utterance_end_is_said_once_even_when_its_words_were_final_before_
     s.finalize()
     assert [type(e) for e in s.events()] == [UtteranceEnd]
 
+
+class SliverDecoder(ScriptedDecoder):
+    """The stream starts with a short sound that is no word (a breath, a click). Decoded on its
+    own, beam search writes a word for it that it doubts ("Yeah." at p 0.18, en-07's first
+    0.8 s); in a longer window Whisper hears nothing there. ``sure``: it is a word after all."""
+
+    def __init__(self, truth, sure: bool = False):
+        super().__init__(truth[1:])
+        self.sound = truth[0]
+        self.sure = sure
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        r = super().__call__(replace(req, prefix=req.prefix.replace("Yeah.", "").strip()))
+        _, s, e = self.sound
+        if req.offset + req.duration > e + 1.0 or req.offset >= e:
+            return r
+        p = 0.9 if self.sure else 0.18
+        said = Word(" Yeah.", s - req.offset, e - req.offset, p)
+        return DecodeResult((said, *r.words), "", 0.01, -0.5, 1.0)
+
+
+@pytest.mark.parametrize("sure", [False, True])
+def test_a_short_first_utterance_whose_every_word_is_doubted_says_nothing(sure):
+    """An end decode of an utterance shorter than ``doubted_end_ms`` that doubts every word it
+    places (p < ``commit_probability``) says nothing; a sure word there is kept."""
+    lead = np.zeros(SR, np.float32)
+    sound = (0.3 * np.random.default_rng(2).standard_normal(SR // 2)).astype(np.float32)
+    gap = np.zeros(SR, np.float32)  # longer than the hangover: the VAD ends the utterance
+    words, truth = make_stream(8, lead_s=0.0)
+    truth = [("Yeah.", 1.0, 1.5)] + [(t, a + 2.5, b + 2.5) for t, a, b in truth]
+    dec = SliverDecoder(truth, sure)
+    ev = drive(StreamSession(StreamOptions(), energy_vad()), dec,
+               np.concatenate([lead, sound, gap, words]))
+    text = " ".join(f.text for f in finals(ev))
+    assert text == ("Yeah. " if sure else "") + " ".join(f"w{i}" for i in range(8))
+
+
+def test_the_doubted_last_word_of_a_longer_utterance_is_still_said():
+    """Only a whole short utterance is judged so: "We will be sure if I" final by agreement,
+    then the end decode's doubted "can." (en-08) is a word of it."""
+    audio, truth = make_stream(6)
+    dec = ScriptedDecoder(truth)
+    last = truth[-1][0]
+
+    def doubting(req):
+        r = dec(req)
+        return replace(r, words=tuple(replace(w, probability=0.2) if w.word.strip() == last
+                                      else w for w in r.words))
+
+    ev = drive(StreamSession(StreamOptions(), energy_vad()), doubting, audio)
+    assert " ".join(f.text for f in finals(ev)).split() == [t for t, _, _ in truth]
