@@ -101,10 +101,16 @@ class ListenConnection:
         self.max_text_chars = 4096  # control messages; a dialect with audio in JSON allows more
         self.vad = VadTap(vad or VadSegmenter(config.vad,
                                               webrtc_classifier(config.vad.aggressiveness)))
+        # no language on a multilingual model is detection, and detects as ``auto`` does: a
+        # short first phrase waits for the next to join it (alone, base hears "他称" as
+        # "Taochun"). OpenAI's clients and Deepgram's ``multi`` ask so.
+        language = params.language
+        if language is None and len(engine.languages) > 1:
+            language = "auto"
         self.session = StreamSession(
             config.stream,
             self.vad,  # type: ignore[arg-type]
-            language=params.language,
+            language=language,
             task=params.task,
             prompt=params.prompt,
             zh_script=params.zh_script,

@@ -12,7 +12,7 @@ import httpx
 import numpy as np
 import pytest
 
-from conftest import SPEECH, LiveServer, load16k, run, s16
+from conftest import SPEECH, LiveServer, load16k, run, s16, wav_bytes
 from subtitle_check import check_cues
 from whisperwire.client.stream import stream_pcm
 from whisperwire.server import wire
@@ -96,6 +96,20 @@ def test_auto_finds_chinese_once_and_stays_close_to_offline(server, offline):
     assert res.messages.index(next(x for x in res.messages if x[2] is langs[0])) < first_final
     assert cer(ref, res.text) <= cer(ref, offline(name, audio, "zh")) + 0.10, res.text
     no_han_space(res)
+
+
+@pytest.mark.timeout(150)
+def test_no_language_on_a_multilingual_model_detects_as_auto_does(server):
+    """zh-06 opens with "他称" (0.7 s). With no language (the OpenAI SDK's plain call, a
+    Deepgram ``multi`` stream, our protocol without ``language``), the session decoded it on
+    its own, and base wrote "Taochun"; ``auto`` holds it for the speech after it."""
+    audio = load16k("zh/zh-06.wav")
+    res = stream(server, audio)
+    assert re.match(r"[\u4e00-\u9fff]{2}", res.text), res.text  # "他称", not "Taochun"
+    assert [x.language for x in res.of_type(wire.Language)] == ["zh"]
+    r = httpx.post(f"{server.http}/v1/audio/transcriptions", timeout=120, files={
+        "file": ("zh-06.wav", wav_bytes(audio))}, data={"model": "gpt-4o-transcribe"})
+    assert r.status_code == 200 and re.match(r"[\u4e00-\u9fff]{2}", r.json()["text"]), r.text
 
 
 @pytest.mark.timeout(120)

@@ -89,7 +89,8 @@ class RealtimeConnection(ListenConnection):
             self.event(kind, **body)
 
     def _session(self) -> dict[str, Any]:
-        tr = {"model": self.model, "language": self.session.language,
+        lang = self.session.language
+        tr = {"model": self.model, "language": None if lang == "auto" else lang,
               "prompt": self.session.user_prompt or None}
         return {"type": "transcription", "id": self.sid, "object": "realtime.transcription_session",
                 "audio": {"input": {"format": self.fmt, "transcription": tr,
