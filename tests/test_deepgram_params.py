@@ -91,3 +91,30 @@ def test_g711_decodes_to_the_standard_values():
         t = g711_to_float(bytes(range(256)), law)
         assert np.array_equal(t[np.arange(256) ^ 0x80], -t)
         assert len(set(np.abs(t).tolist())) >= 127 and np.abs(t).max() < 1.0
+
+
+def test_chinese_results_have_no_spaces_and_whole_latin_words():
+    """Deepgram's defaults (no punctuate) joined our per-character words with spaces: "他 们 仍
+    在", "w i fi 门 铃", and kept "。" as a word."""
+    from whisperwire.server.dialects.deepgram import alternative
+    from whisperwire.server.wire import Word
+
+    units = ["他", "制", "作", "了", "W", "i", "Fi", "门", "铃", "。"]
+    words = [Word(u, i * 0.2, i * 0.2 + 0.2, 0.9) for i, u in enumerate(units)]
+    plain = alternative(words, "他制作了WiFi门铃。", punctuate=False)
+    assert plain["transcript"] == "他制作了wifi门铃"
+    assert [w["word"] for w in plain["words"]] == ["他", "制", "作", "了", "wifi", "门", "铃"]
+    wifi = plain["words"][4]
+    assert (wifi["start"], wifi["end"]) == (0.8, 1.4)
+    punct = alternative(words, "他制作了WiFi门铃。", punctuate=True)
+    assert punct["transcript"] == "他制作了WiFi门铃。"
+    assert [w["punctuated_word"] for w in punct["words"]][4:] == ["WiFi", "门", "铃", "。"]
+    english = [Word(" Ask", 0, 0.3, 0.9), Word(" not.", 0.3, 0.6, 0.9)]
+    assert alternative(english, "Ask not.", punctuate=False)["transcript"] == "ask not"
+
+
+@pytest.mark.parametrize("lang,script", [("zh-TW", "traditional"), ("zh-HK", "traditional"),
+                                         ("zh-CN", None), ("zh", None)])
+def test_taiwan_and_hong_kong_chinese_are_written_in_traditional_characters(lang, script):
+    o = parse(f"language={lang}")
+    assert o.params.language == "zh" and o.params.zh_script == script

@@ -29,6 +29,7 @@ from ..errors import ClientError
 from ..audio import Resampler
 from ..listen import ListenConnection
 from ..vad import SpeechEnd, SpeechStart, VadSegmenter, webrtc_classifier
+from ..text import join_texts, needs_space
 from ..wer import normalize
 from .common import (g711_to_float, speaker_token)
 from .deepgram_gaps import Gaps
@@ -74,11 +75,28 @@ def _word(w: wire.Word, punctuate: bool) -> dict[str, Any]:
     return out
 
 
+def _whole(words: list[wire.Word], punctuate: bool) -> list[wire.Word]:
+    """Deepgram's words: pieces of one word glued back (in a Chinese session our units are
+    characters, and a Latin word among them comes as its tokens: "W" "i" "Fi"), and, without
+    ``punctuate``, no word that is punctuation only ("。")."""
+    out: list[wire.Word] = []
+    for w in words:
+        if out and not w.word[:1].isspace() and needs_space(out[-1].word, w.word):
+            p = out[-1]
+            out[-1] = wire.Word(p.word + w.word.strip(), p.start, w.end,
+                                min(p.probability, w.probability))
+        elif punctuate or normalize(w.word):
+            out.append(w)
+    return out
+
+
 def alternative(words: list[wire.Word], text: str, punctuate: bool) -> dict[str, Any]:
     """Deepgram's ``alternatives[0]``: the transcript (without punctuation and case unless
-    ``punctuate`` or ``smart_format`` asked for them, as Deepgram does) and its words."""
-    dw = [_word(w, punctuate) for w in words]
-    transcript = text.strip() if punctuate else " ".join(d["word"] for d in dw)
+    ``punctuate`` or ``smart_format`` asked for them, as Deepgram does) and its words.
+    Words are spaced as text is (none between Chinese characters)."""
+    whole = _whole(words, punctuate)
+    dw = [_word(w, punctuate) for w in whole]
+    transcript = text.strip() if punctuate else join_texts(d["word"] for d in dw)
     conf = sum(w.probability for w in words) / len(words) if words else 0.0
     return {"transcript": transcript, "confidence": round(conf, 4), "words": dw}
 

@@ -92,6 +92,15 @@ def _check_names(q: Mapping[str, str], keys: list[str]) -> None:
         raise ClientError("unsupported_parameter", f"unknown parameter {key!r}")
 
 
+# Deepgram's Chinese codes name the script as well: Taiwan's and Hong Kong's are traditional
+_TRADITIONAL = ("zh-tw", "zh-hk", "zh-hant")
+
+
+def _zh_script(q: Mapping[str, str]) -> str | None:
+    lang = (q.get("language") or "").lower()
+    return "traditional" if lang in _TRADITIONAL else None
+
+
 def _language(q: Mapping[str, str]) -> str | None:
     lang = q.get("language")
     if not lang or lang in ("multi", "auto"):
@@ -151,7 +160,7 @@ def parse_options(query: Mapping[str, str], multi: Mapping[str, list[str]], *,
     if ue is not None and not _bool(query, "interim_results"):
         raise ClientError("bad_parameter", "utterance_end_ms needs interim_results=true")
     params = wire.ListenParams(sample_rate=rate, language=_language(query),
-                               prompt=_prompt(multi))
+                               prompt=_prompt(multi), zh_script=_zh_script(query))
     return DeepgramOptions(
         params=params, encoding=enc or "linear16", container_ok=container_ok, model=query.get("model") or "whisper",
         interim_results=_bool(query, "interim_results"),
