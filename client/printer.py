@@ -16,7 +16,7 @@ import unicodedata
 from typing import TextIO
 
 from whisperwire.server import wire
-from whisperwire.server.text import needs_space, split_units
+from whisperwire.server.text import glued, needs_space, split_units
 
 from .connect import server_error_sentence
 
@@ -63,7 +63,9 @@ class Flow:
         self.level_bar = ""  # mic input level, drawn before the partial
         self._last_end: float | None = None
 
-    def final(self, text: str, start: float = 0.0, end: float = 0.0) -> str:
+    def final(self, text: str, start: float = 0.0, end: float = 0.0, glue: bool = False) -> str:
+        """``glue``: the final goes on the last word (a word split across finals, "Cost" |
+        "as": :func:`~whisperwire.server.text.glued`)."""
         out = [ERASE + self.line] if self.tty else []  # wipe the partial
         if self.line and (self.one_per_line or (
                 self._last_end is not None and start - self._last_end >= PAUSE_S)):
@@ -71,7 +73,8 @@ class Flow:
         width = sys.maxsize if self.one_per_line else self.width
         for word in split_units(text):  # Latin words, and CJK one character at a time
             for piece in _split_word(word.strip(), width):
-                sep = " " if self.line and needs_space(self.line, piece) else ""
+                sep = " " if self.line and not glue and needs_space(self.line, piece) else ""
+                glue = False
                 if self.line and cells(self.line) + len(sep) + cells(piece) > width:
                     out.append(self._newline())
                     sep = ""
@@ -113,20 +116,22 @@ class Flow:
         tail = " ".join(x for x in (self.level_bar, self.partial_text) if x)
         if not tail:
             return ""
-        room = self.width - cells(self.line) - (1 if self.line else 0)
+        # (a Chinese partial goes on a Chinese line without a space, as its final will)
+        sep = " " if self.line and (self.level_bar or needs_space(self.line, tail)) else ""
+        room = self.width - cells(self.line) - len(sep)
         if room < 4:
             return ""
         if cells(tail) > room:
             while cells(tail) > room - 1:
                 tail = tail[1:]
             tail = "…" + tail
-        return (" " if self.line else "") + DIM + tail + RESET
+        return sep + DIM + tail + RESET
 
 
 def flow_lines(finals: list[wire.Final], width: int = 80, one_per_line: bool = False) -> list[str]:
     """The lines a pipe or file gets for these finals."""
     flow = Flow(width, tty=False, one_per_line=one_per_line)
-    text = "".join(flow.final(f.text, f.start, f.end) for f in finals) + flow.end()
+    text = "".join(flow.final(f.text, f.start, f.end, glued(f.words)) for f in finals) + flow.end()
     return text.splitlines()
 
 
@@ -150,7 +155,7 @@ class CaptionPrinter:
         if isinstance(m, wire.Partial):
             self._write(self.flow.partial(m.text))
         elif isinstance(m, wire.Final):
-            self._write(self.flow.final(m.text, m.start, m.end))
+            self._write(self.flow.final(m.text, m.start, m.end, glued(m.words)))
         elif isinstance(m, wire.Closed):  # a speaker's end ends its line (the next one's
             self._write(self.flow.end())  # first final may come within a pause's time)
         elif isinstance(m, wire.Error):

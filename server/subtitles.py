@@ -14,7 +14,8 @@ import json
 from dataclasses import dataclass
 from typing import Iterable
 
-from .text import display_width, join_texts, join_units, split_units, wrap_units
+from .text import (append_piece, display_width, finals_text, glued, join_units,
+                   split_units, wrap_units)
 from .wire import Final, Word
 
 __all__ = ["Cue", "CueOptions", "at_turns", "cues", "to_json", "to_srt", "to_txt", "to_vtt"]
@@ -137,14 +138,14 @@ def to_vtt(finals: Iterable[Final], opt: CueOptions | None = None) -> str:
 
 def to_txt(finals: Iterable[Final]) -> str:
     """One line per utterance."""
-    lines, cur = [], []
+    lines, cur = [], ""
     for f in finals:
-        cur.append(f.text)
+        cur = append_piece(cur, f.text, glued(f.words))
         if f.eou:
-            lines.append(join_texts(cur))
-            cur = []
+            lines.append(cur)
+            cur = ""
     if cur:
-        lines.append(join_texts(cur))
+        lines.append(cur)
     return "\n".join(lines) + ("\n" if lines else "")
 
 
@@ -164,7 +165,7 @@ def at_turns(finals: list[Final], turns: Iterable[int]) -> list[Final]:
 def to_json(session: str, finals: list[Final], live: bool, turns: Iterable[int] = ()) -> str:
     """The finals as they were sent, and ``turns``: the index of each later speaker's first."""
     return json.dumps(
-        {"session": session, "live": live, "text": join_texts(f.text for f in finals),
+        {"session": session, "live": live, "text": finals_text(finals),
          "finals": [f.to_json() for f in finals], "turns": list(turns)},
         ensure_ascii=False,
     )

@@ -19,8 +19,8 @@ from typing import Iterable, Sequence
 
 from .wire import ZH_SCRIPTS, Word
 
-__all__ = ["ZH_SCRIPTS", "cer", "cer_tokens", "convert_words", "display_width", "is_unspaced",
-           "join_texts", "join_units", "needs_space", "script_for", "split_units", "split_words",
+__all__ = ["ZH_SCRIPTS", "append_piece", "cer", "cer_tokens", "convert_words", "display_width",
+           "finals_text", "glued", "is_unspaced", "join_texts", "join_units", "needs_space", "script_for", "split_units", "split_words",
            "tidy", "to_script", "wrap_units"]
 
 _OPENCC = {"simplified": "t2s", "traditional": "s2t"}
@@ -83,6 +83,22 @@ def join_units(units: Iterable[str]) -> str:
         if core:
             out += f" {core}" if out and u[:1].isspace() and needs_space(out, core) else core
     return out
+
+
+def glued(words: Sequence[Word]) -> bool:
+    """A final (or a run of its words) that goes on the word before it: its first word has no
+    leading space where the rules would put one (Whisper split a word across two finals:
+    "Cost" | "as", "Wi" | "-Fi")."""
+    return bool(words) and not words[0].word[:1].isspace()
+
+
+def append_piece(text: str, piece: str, glue: bool = False) -> str:
+    """``text`` with ``piece`` (a final's text) after it: spaced by the rules, not at all
+    where ``glue`` (:func:`glued`)."""
+    piece = piece.strip()
+    if not piece:
+        return text
+    return f"{text} {piece}" if text and not glue and needs_space(text, piece) else text + piece
 
 
 def finals_text(finals: Iterable) -> str:

@@ -137,3 +137,42 @@ def test_join_units_keeps_whispers_glued_latin_tokens_together():
     assert join_units(["一", "个", "W", "i", "-Fi", "门", "铃"]) == "一个Wi-Fi门铃"
     assert join_units(["The", " quick", " fox", ","]) == "The quick fox,"
     assert join_units(["日本", " coaster", "小巴"]) == "日本coaster小巴"
+
+
+def _final(seg: int, words: list[str], t: float, eou: bool = False):
+    from whisperwire.server.wire import Final
+
+    ws = tuple(Word(w, t + i * 0.2, t + i * 0.2 + 0.2, 0.9) for i, w in enumerate(words))
+    return Final(seg, "".join(words).strip(), ws[0].start, ws[-1].end, ws, eou)
+
+
+# zh-07 streamed: "Costas" split across two finals, its tokens without leading spaces
+SPLIT = [_final(0, ["日", "本", "C", "ost"], 0.0), _final(1, ["as", "小", "巴", "车"], 1.0, True),
+         _final(2, [" Then", " Wi"], 3.0), _final(3, ["-Fi", " works."], 4.0, True)]
+
+
+def test_a_word_split_across_two_finals_is_one_word_in_every_transcript():
+    """Whisper splits a word across two finals ("Cost" | "as"); the TXT and JSON transcripts,
+    a file's text, OpenAI's deltas and the terminal glue it back, as the subtitles did."""
+    import json
+
+    from whisperwire.client.printer import flow_lines
+    from whisperwire.server.dialects.openai_turns import Item
+    from whisperwire.server.subtitles import to_json, to_txt
+
+    assert to_txt(SPLIT) == "日本Costas小巴车\nThen Wi-Fi works.\n"
+    assert json.loads(to_json("s", SPLIT, False))["text"] == "日本Costas小巴车Then Wi-Fi works."
+    item = Item("item_1")
+    deltas = [item.add(list(f.words)) for f in SPLIT[2:]]
+    assert deltas == ["Then Wi", "-Fi works."] and item.text == "Then Wi-Fi works."
+    assert flow_lines(SPLIT, width=80) == ["日本Costas小巴车", "Then Wi-Fi works."]
+
+
+def test_a_chinese_partial_follows_its_line_without_a_space():
+    from whisperwire.client.printer import Flow
+
+    f = Flow(width=40, tty=True)
+    f.final("他们的夜市能", 0, 1)
+    assert "能 " not in f.partial("力很强")
+    f.final("Hello", 2, 3)
+    assert "Hello \x1b" in f.partial("there")

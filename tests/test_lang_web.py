@@ -55,3 +55,17 @@ def test_wrap_matches_python_within_the_width(page):
             # the same lines as the subtitles' wrap, less its preference for punctuation
             if not any(c in text for c in "，。,"):
                 assert got == wrap_units(split_units(text), width), (text, width)
+
+
+def test_a_final_that_goes_on_the_last_word_is_glued_as_in_python(page):
+    from whisperwire.server.text import append_piece, glued
+    from whisperwire.server.wire import Word
+
+    for first in ("as", " as", "-Fi", " Then"):
+        m = {"text": first.strip() + "小巴", "words": [{"word": first}]}
+        glue = js(page, "t.glued(a)", m)
+        assert glue == glued([Word(first, 0, 1, 1)]), first
+        for left in ("日本Cost", "Then Wi", "Hello."):
+            assert js(page, "t.joinText(a[0], a[1], a[2])", [left, m["text"], glue]) == \
+                append_piece(left, m["text"], glue)
+    assert js(page, "t.glued(a)", {"text": "x"}) is False  # (no words: the text's rules)

@@ -2,7 +2,7 @@
 import * as wire from "./wire.js";
 import { backoff, follow, Segments } from "./connection.js";
 import { explainClosed, explainError } from "./explain.js";
-import { needsSpace } from "./text.js";
+import { glued, needsSpace } from "./text.js";
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -38,7 +38,8 @@ const context = () => ({ session: viewSession || state.session, viewer: Boolean(
 // screen readers announce what is added to it. The partial stays outside it.
 function appendFinal(m) {
   const f = $("finals");
-  const sep = f.textContent && !f.textContent.endsWith("\n") && needsSpace(f.textContent, m.text) ? " " : "";
+  const sep = f.textContent && !f.textContent.endsWith("\n") && !glued(m)
+    && needsSpace(f.textContent, m.text) ? " " : "";
   f.append(document.createTextNode(sep + m.text + (m.eou ? "\n" : "")));
   $("partial").textContent = "";
 }

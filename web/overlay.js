@@ -2,7 +2,7 @@
 //   &outline=3&outline_color=000000&shadow=1&align=center&position=bottom&bg=transparent&partial=1
 import * as wire from "./wire.js";
 import { backoff, follow, Segments } from "./connection.js";
-import { joinText, wrap as wrapText } from "./text.js";
+import { glued, joinText, wrap as wrapText } from "./text.js";
 
 const p = new URLSearchParams(location.search);
 // a number that is not one (or too small to show anything) falls back to the default
@@ -55,8 +55,8 @@ const segments = new Segments();  // survives reconnects: replayed finals are no
 // lines of at most opt.width columns (a CJK character takes two), Chinese without spaces
 const wrap = (text) => wrapText(text, opt.width);
 
-function addFinal(text) {
-  const w = wrap(joinText(open, text));
+function addFinal(text, glue = false) {
+  const w = wrap(joinText(open, text, glue));
   open = w.pop() || "";
   done = done.concat(w).slice(-opt.lines);
 }
@@ -92,7 +92,7 @@ setInterval(fadeCheck, 250);
 function onMessage(m) {
   if (m.type === "final") {
     if (!segments.isNewFinal(m)) return;
-    addFinal(m.text); partial = "";
+    addFinal(m.text, glued(m)); partial = "";
     lastActivity = Date.now(); render();
   } else if (m.type === "partial") {
     segments.sawPartial(m);

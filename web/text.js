@@ -26,12 +26,17 @@ export function needsSpace(left, right) {
   return OPENING.includes(b) || !/[\p{Pe}\p{Pf}\p{Po}]/u.test(b);
 }
 
-/** `left` and `right` as one text, spaced by the rules. */
-export const joinText = (left, right) => {
+/** `left` and `right` as one text, spaced by the rules; not at all where `glue` (below). */
+export const joinText = (left, right, glue = false) => {
   const r = right.trim();
   if (!r) return left;
-  return left + (needsSpace(left, r) ? " " : "") + r;
+  return left + (!glue && needsSpace(left, r) ? " " : "") + r;
 };
+
+/** A final that goes on the word before it: its first word has no leading space (Whisper split
+ * a word across two finals, "Cost" | "as"; server/text.py's glued). */
+export const glued = (m) =>
+  Array.isArray(m.words) && m.words.length > 0 && !/^\s/.test(m.words[0].word);
 
 /** Columns the text takes on screen. */
 export const displayWidth = (text) => [...text].reduce((w, ch) => w + (within(WIDE, ch) ? 2 : 1), 0);

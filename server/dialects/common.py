@@ -24,7 +24,7 @@ from .. import wire
 from ..audio import MODEL_RATE
 from ..errors import ClientError
 from ..listen import ListenConnection
-from ..text import join_texts
+from ..text import finals_text
 
 if TYPE_CHECKING:
     from ..app import WhisperWire
@@ -153,7 +153,7 @@ class FileResult:
 
     @property
     def text(self) -> str:
-        return join_texts(f.text for f in self.finals).strip()
+        return finals_text(self.finals).strip()
 
 
 class _FileSocket:

@@ -21,7 +21,7 @@ from starlette.types import Message
 
 from .. import subtitles, wire
 from ..errors import ClientError
-from ..text import join_texts
+from ..text import append_piece, glued
 from .common import FileResult, check_speaker, decode_file, load_media, speaker_token
 
 if TYPE_CHECKING:
@@ -201,7 +201,7 @@ async def _stream(server: WhisperWire, token: str | None, audio: Any, lang: str 
             done = job.done()
             finals = list(transcript.finals)
             for f in finals[sent:]:
-                piece = join_texts([text, f.text])[len(text):] if text else f.text.strip()
+                piece = append_piece(text, f.text, glued(f.words))[len(text):]
                 text += piece
                 yield event({"type": "transcript.text.delta", "delta": piece, "logprobs": None})
             sent = len(finals)

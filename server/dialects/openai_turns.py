@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import secrets
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .. import wire
 from ..agreement import join_words
-from ..text import join_texts
+from ..text import append_piece, glued
 
 __all__ = ["Item", "Turns", "new_id"]
 
@@ -44,15 +44,13 @@ class Item:
     end: float | None = None
     committed: bool = False
     held: str = ""  # the delta of words final before ``committed``
-    parts: list[str] = field(default_factory=list)
     text: str = ""
 
-    def add(self, piece: str) -> str:
-        """Append a final's text; the delta that extends the transcript by it."""
-        self.parts.append(piece)
-        new = join_texts(self.parts).strip()
-        delta = new[len(self.text):] if new.startswith(self.text) else " " + piece.strip()
-        self.text += delta
+    def add(self, words: list[wire.Word]) -> str:
+        """Append final words; the delta that extends the transcript by them (a word split
+        across two finals stays whole: :func:`.text.glued`)."""
+        new = append_piece(self.text, join_words(words), glued(words))
+        delta, self.text = new[len(self.text):], new
         return delta
 
 
@@ -235,10 +233,7 @@ class Turns:
                    usage={"type": "duration", "seconds": seconds})
 
     def _deliver(self, item: Item, words: list[wire.Word]) -> None:
-        text = join_words(words)
-        if not text:
-            return
-        delta = item.add(text)
+        delta = item.add(words)
         if not delta:
             return
         if not item.committed:
