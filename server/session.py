@@ -438,8 +438,11 @@ class StreamSession:
         return max(start, u.base)
 
     def _prompt(self, prefix: list[Word]) -> str:
-        """Committed text before the window (the window's own committed words are its prefix)."""
-        before = self._committed_text
+        """Committed text before the window (the window's own committed words are its prefix);
+        none while the language is detected again after a long pause: English text as the
+        prompt made base write English partials over the Mandarin that came next."""
+        redetecting = self._detect_pending and self.detected_language is not None
+        before = "" if redetecting and self.language == "auto" else self._committed_text
         if prefix:
             before = before[: len(before) - len(join_words(prefix))].rstrip()
         tail = before[-self.opt.prompt_chars :]
@@ -742,6 +745,8 @@ class StreamSession:
                                         or r.language_probability < self.opt.detect_sure):
             return True
         self._detect_pending = False
+        if self.detected_language not in (None, r.language):
+            self._committed_text = ""  # another language now: no prompt in the last one
         self.detected_language = r.language
         if self.language == "auto":
             self._events.append(Language(r.language, round(r.language_probability, 3), req.offset))

@@ -4,6 +4,7 @@ and detects languages the way Whisper does, unsure on short windows."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
 
@@ -207,3 +208,34 @@ def test_main_step_lets_the_main_model_read_every_other_step():
         out[ms] = (sum(r.draft for r in steps), sum(not r.draft for r in steps))
     assert out[0][0] == out[0][1]  # every window read by both
     assert out[1000][1] <= out[1000][0] * 0.6  # the main model reads about every other one
+
+
+class SwitchingDecoder(ChineseDecoder):
+    """Detects the first half of the stream as one language and the half after the long
+    pause as another (someone else speaks)."""
+
+    def __init__(self, truth, switch_at: float):
+        super().__init__(truth)
+        self.switch_at = switch_at
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        r = super().__call__(req)
+        if req.language in (None, "auto") and req.duration >= 1.5:
+            return replace(r, language="en" if req.offset < self.switch_at else "zh",
+                           language_probability=0.97)
+        return r
+
+
+def test_a_new_language_after_a_long_pause_is_not_prompted_with_the_last_ones_text():
+    """base after "Printing, in the only sense ..." and 12 s of silence: Mandarin, detected as
+    such, still got the English text as its prompt, and the partials came out English."""
+    audio, truth = speech(pause_s=12.0)
+    half = truth[len(SAID) // 2][1] - 1.0
+    dec = SwitchingDecoder(truth, half)
+    events, _ = drive(audio, truth, "auto", dec=dec)
+    langs = [e.language for e in events if isinstance(e, Language)]
+    assert langs == ["en", "zh"]
+    later = [r for r in dec.requests if r.offset >= half]
+    assert later and not any("門鈴" in r.prompt or "Wi-Fi" in r.prompt for r in later), \
+        [r.prompt for r in later]
+    assert text_of(events).endswith("日本coaster小巴车。")  # nothing lost
