@@ -1,6 +1,8 @@
 """One speaker's stream as a state machine: audio in, decode requests and caption events out.
 
-The policy of WhisperWire lives here and nowhere else:
+The policy of WhisperWire lives here, with its settings (:mod:`.stream_options`), the state of
+one run of speech (:mod:`.utterance`) and the guards that judge a decode's words
+(:mod:`.judging`, :mod:`.rereads`):
 
 * VAD (:mod:`.vad`) cuts the stream into utterances; audio outside them is never decoded.
 * Inside an utterance a window runs from a little before the committed point (``overlap_ms`` of
@@ -18,163 +20,35 @@ No sockets, threads, clocks or model: the transport calls :meth:`StreamSession.f
 
 from __future__ import annotations
 
-import enum
 import itertools
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
 
-from .agreement import HypothesisBuffer, join_words, split_units, unit_key
+from .agreement import join_words
 from .audio import MODEL_RATE
 from .decoding import DecodeRequest, DecodeResult
-from .rereads import (REREAD_UNITS, centre, drop_unsure_echoes, heard_again, loop_start,
-                      repeated_head, restarted_head, spoken, squeezed, squeezed_runs,
-                      unsaid_words, words_from)
+from .judging import Judge
+from .rereads import centre, loop_start, spoken, words_from
 from .stream_options import StreamOptions
 from .text import convert_words, is_unspaced, join_texts, script_for, split_words
-from .text import split_units as text_units
+from .utterance import ATTEMPTS, Attempt, Early, Kind, Run, Verdict
 from .vad import SpeechAudio, SpeechEnd, SpeechPause, SpeechResume, SpeechStart, VadSegmenter
 from .wire import Final, Language, Message, Partial, UtteranceEnd, Word
 
 __all__ = ["StreamOptions", "StreamSession", "loop_start"]
 
 
-class _Kind(enum.Enum):
-    """What a window's decode is for."""
-
-    STEP = "step"  # new speech arrived: a hypothesis for agreement and the partial
-    FULL = "full"  # the window reached ``max_window_ms``: commit what it holds, move on
-    FORCED = "forced"  # the client asked for finals now
-    END = "end"  # the utterance ended: everything in the window becomes final
-    # greedy decodes doubt a word, or disagree on it, or (under load) loop where it waited: a
-    # careful decode decides
-    CHECK = "check"
-    # the VAD heard a pause that may be the utterance's end: its end decode, asked before the
-    # hangover decides and kept only if no speech came (``VadOptions.pause_ms``)
-    EARLY = "early"
-
-
-class _Verdict(enum.Enum):
-    """What Whisper's known-invention guards made of one decode."""
-
-    WHOLE = "whole"  # nothing cut
-    TRIMMED = "trimmed"  # a loop, echo or re-read phrase cut away; the words before it kept
-    REJECTED = "rejected"  # nothing to trust: ask again differently
-
-
-def _held(u: _Run) -> list[Word]:
-    """The window's previous hypothesis past the committed point: what a careful decode that
-    jumps leaves out (``_skips``, ``_jumped_over``)."""
-    return [w for w in u.buffer.pending if w.start >= u.buffer.committed_end - 0.05]
-
-
 class _InFlight(NamedTuple):
     """The decode out: what was asked, for which utterance, why, and how."""
 
     req: DecodeRequest
-    run: _Run
-    kind: _Kind
+    run: Run
+    kind: Kind
     asked_at: int  # samples_in when it was asked (a step answered later than a step lags)
     busy_step: bool  # a step asked while busy: short context, so its loops ask a check
-
-
-@dataclass(frozen=True)
-class _Attempt:
-    """What a careful decode hears, by how many times the guards rejected it before. Each retry
-    drops more of the context that may have led Whisper astray: the prompt, then the forced
-    prefix, then the final audio itself (after it Whisper may read the final words again and
-    stop there: "... on a plane." and nothing of the next speaker's clip, en-07 over the
-    WebSocket). Audio that is not final is never skipped for a rejection."""
-
-    prompt: bool
-    prefix: bool
-    final_audio: bool
-
-
-_ATTEMPTS = (_Attempt(True, True, True), _Attempt(False, True, True), _Attempt(False, False, False))
-
-
-@dataclass
-class _Early:
-    """An end decode asked at a pause (``_Kind.EARLY``). Its words wait for the VAD: the
-    hangover's ``SpeechEnd`` makes them the utterance's end decode; speech first makes them a
-    step's hypothesis. An utterance's end words then come the hangover's rest sooner (240 of
-    480 ms by default): on en-03 and en-07 replayed, end words' final p50 1.26 -> 1.03 s. On all
-    of real/ (bench.replay --threads 1 --offsets 0.11,0.37) WER 21.66 -> 21.75 %, final p95
-    2.01 -> 2.03 s, 1 % fewer decodes; dropping the words when speech came instead cost a step
-    each time: 22.84 %, p95 2.06 s."""
-
-    at: int  # the pause's sample, where the window ends
-    resume_to: int  # the window's ``decoded_to`` before it: steps go on from there
-    req: DecodeRequest | None = None  # (None while it is out)
-    result: DecodeResult | None = None
-    unsure: bool = False
-
-
-class _Run:
-    """Speech from the window start on, with stream sample positions: one utterance, or
-    several whose pauses were short (``join_gap_ms``), held as one stretch with the pauses as
-    digital silence. The previous utterance's end stays in the window as context for the next
-    one (Whisper hears who speaks and how, and its words are the forced prefix), and a backlog
-    of short utterances is decoded as one window instead of one by one."""
-
-    def __init__(self, start: int) -> None:
-        self.start = start
-        self.ends: deque[int] = deque()  # utterance ends not yet decoded as final
-        self.speech_from = start  # where the last utterance in it started
-        self.open = True  # an utterance is going on
-        self.base = start  # stream position of the first sample held
-        self.chunks: list[np.ndarray] = []
-        self.length = 0
-        self.window_start = start
-        self.decoded_to = start
-        self.buffer = HypothesisBuffer(committed_end=start / MODEL_RATE)
-        self.force_at: int | None = None  # ``finalize``: commit everything heard up to here
-        self.retries = 0  # careful decodes of this window the guards rejected
-        self.jumped = False  # ... one of them for jumping over held words (skip_retry_words)
-        self.held_by: _Kind | None = None  # what the decode whose words are held was for
-        self.check_until: float | None = None  # a careful decode decides the words up to here
-        self.checked_to = -1.0  # ... and has decided them up to here
-        self.main_for: int | None = None  # the draft read a window ending here: main's turn
-        self.main_to = start  # where the main model's last reading ended
-        self.spoken_to: dict[int, int] = {}  # utterance end -> where its speech stopped
-        # an end decode's words, held while the window is read again past them (tail_check_ms)
-        self.tail: list[Word] | None = None
-        self.tail_for = -1  # ... and the utterance end they were held for (once per end)
-        self.pause: int | None = None  # a pause the VAD has not yet called an end or not
-        self.pause_ends: dict[int, int] = {}  # a pause the hangover confirmed -> its end
-        self.early: _Early | None = None  # the end decode asked at ``pause``
-
-    @property
-    def available(self) -> int:
-        return self.base + self.length
-
-    def append(self, samples: np.ndarray) -> None:
-        self.chunks.append(samples)
-        self.length += len(samples)
-
-    @property
-    def idle(self) -> bool:
-        """Everything in it is final; it is kept only as context for a continuation."""
-        return not self.open and not self.ends
-
-    def audio(self, a: int, b: int) -> np.ndarray:
-        if len(self.chunks) > 1:
-            self.chunks = [np.concatenate(self.chunks)]
-        buf = self.chunks[0] if self.chunks else np.zeros(0, np.float32)
-        return buf[a - self.base : b - self.base]
-
-    def trim(self, to: int) -> None:
-        """Forget audio before stream sample ``to`` (it is committed and out of the window)."""
-        drop = min(to, self.available) - self.base
-        if drop <= 0:
-            return
-        whole = self.audio(self.base, self.available)
-        self.chunks = [whole[drop:].copy()]
-        self.base += drop
-        self.length -= drop
 
 
 class StreamSession:
@@ -195,12 +69,13 @@ class StreamSession:
         zh_script: str | None = None,
     ) -> None:
         self.opt = options
+        self.judge = Judge(options)
         self.name = name
         self._vad = vad
         self.language, self.task, self.user_prompt = language, task, prompt or ""
         self.samples_in = 0
         self.segment = 0
-        self._utts: deque[_Run] = deque()
+        self._utts: deque[Run] = deque()
         self._events: list[Message] = []
         self._last_word_end = 0.0  # where the last final's last word ends (utterance_end)
         self._ids = itertools.count(1)
@@ -273,7 +148,7 @@ class StreamSession:
             return
         while self._utts and self._utts[-1].idle and self._in_flight is None:
             self._utts.pop()  # context too old to help
-        self._utts.append(_Run(sample))
+        self._utts.append(Run(sample))
 
     # -- decoding ------------------------------------------------------------------------
     @property
@@ -317,25 +192,25 @@ class StreamSession:
             return None
         u = self._utts[0]
         due = self._due(u, busy)
-        if u.main_for is not None and u.early is None and (due is None or due[1] == _Kind.STEP):
-            due = (u.main_for, _Kind.STEP)  # the main model reads the window the draft read
+        if u.main_for is not None and u.early is None and (due is None or due[1] == Kind.STEP):
+            due = (u.main_for, Kind.STEP)  # the main model reads the window the draft read
         u.main_for = None
         if due is None:
             return None
         end, kind = due
-        if kind == _Kind.EARLY:
-            u.early = _Early(end, u.decoded_to)
+        if kind == Kind.EARLY:
+            u.early = Early(end, u.decoded_to)
         elif u.early is not None:
             self._drop_early(u)  # other work came first; asked again after it if still due
-        draft = kind == _Kind.STEP and self.opt.draft_partials and end > u.decoded_to
-        careful = kind != _Kind.STEP
+        draft = kind == Kind.STEP and self.opt.draft_partials and end > u.decoded_to
+        careful = kind != Kind.STEP
         busy_step = busy and not careful
-        attempt = _ATTEMPTS[u.retries]
+        attempt = ATTEMPTS[u.retries]
         start = self._window_from(u, end, careful, busy_step, alone_slow, attempt)
         prefix = words_from(u.buffer.committed, start / MODEL_RATE)
         # read on past the words an end decode stopped at: they are forced, not committed (the
         # prompt is the committed text before the window, as ever)
-        forced = prefix + u.tail if kind == _Kind.END and u.tail is not None else prefix
+        forced = prefix + u.tail if kind == Kind.END and u.tail is not None else prefix
         req = DecodeRequest(
             id=next(self._ids),
             audio=np.ascontiguousarray(u.audio(start, end), dtype=np.float32),
@@ -345,7 +220,7 @@ class StreamSession:
             language=self.detected_language if self.language in (None, "auto")
             and not self._detect_pending else self.language,
             task=self.task,
-            final=kind in (_Kind.END, _Kind.EARLY),
+            final=kind in (Kind.END, Kind.EARLY),
             careful=careful,
             session=self.name,
             draft=draft,
@@ -356,8 +231,8 @@ class StreamSession:
         self._in_flight = _InFlight(req, u, kind, self.samples_in, busy_step)
         return req
 
-    def _window_from(self, u: _Run, end: int, careful: bool, busy_step: bool, alone_slow: bool,
-                     attempt: _Attempt) -> int:
+    def _window_from(self, u: Run, end: int, careful: bool, busy_step: bool, alone_slow: bool,
+                     attempt: Attempt) -> int:
         """Where the window of the next decode of ``u`` starts (it ends at ``end``)."""
         o = self.opt
         # a careful decode reaches further back: more of what was said before is heard again
@@ -373,7 +248,7 @@ class StreamSession:
                 start = max(start, at)
         return start
 
-    def _due(self, u: _Run, busy: bool = False) -> tuple[int, _Kind] | None:
+    def _due(self, u: Run, busy: bool = False) -> tuple[int, Kind] | None:
         """Where the next window of ``u`` ends and what its decode is for, if one is due."""
         o = self.opt
         full = u.window_start + o.samples(o.max_window_ms)
@@ -381,17 +256,17 @@ class StreamSession:
         if ends and self._waits_for_language(u, ends[-1]):
             return None
         if ends:  # under backlog, several ended utterances become final in one window
-            return ends[-1], _Kind.END
+            return ends[-1], Kind.END
         if u.available >= full:
-            return full, _Kind.FULL
+            return full, Kind.FULL
         if u.check_until is not None:
             if u.check_until > u.buffer.committed_end:
-                return u.available, _Kind.CHECK
+                return u.available, Kind.CHECK
             u.check_until = None
         if u.force_at is not None:
             ready = int(u.buffer.committed_end * MODEL_RATE) + o.samples(o.min_final_ms)
             if u.available >= max(u.force_at, ready):
-                return u.available, _Kind.FORCED
+                return u.available, Kind.FORCED
         if u.early is not None:
             return None  # out or held: no step until the VAD says whether the pause ended it
         # (not under load: a pause that was no end costs it; nor for a window shorter than
@@ -399,7 +274,7 @@ class StreamSession:
         # zh-05 replayed: "作词 作曲 作曲 ..." for its first 0.48 s, then a file of loops)
         if u.pause is not None and u.open and not busy and u.pause - u.window_start >= o.samples(
                 o.min_final_ms) and not self._waits_for_language(u, u.pause):
-            return u.pause, _Kind.EARLY
+            return u.pause, Kind.EARLY
         end = u.available
         if not u.open or end - u.decoded_to < o.samples(o.step_ms) or end - u.window_start < o.samples(
             o.min_window_ms
@@ -407,10 +282,10 @@ class StreamSession:
             return None
         if (at := self._check_instead(u, end)) is not None:
             u.check_until = at
-            return end, _Kind.CHECK
-        return end, _Kind.STEP
+            return end, Kind.CHECK
+        return end, Kind.STEP
 
-    def _check_instead(self, u: _Run, end: int) -> float | None:
+    def _check_instead(self, u: Run, end: int) -> float | None:
         """Where the doubted word ends that a step ending at ``end`` would only hand on to a
         careful decode (it has waited ``unsure_wait_ms`` or ``stuck_wait_ms`` by then): that
         decode is asked in the step's place, a step's decode time sooner. Before, the step ran
@@ -423,7 +298,7 @@ class StreamSession:
             return None  # (stuck_wait_ms 0: never; unsure_wait_ms 0: at once)
         return at if end / MODEL_RATE - wait / 1000 >= at else None
 
-    def _context_start(self, u: _Run, ms: int) -> int:
+    def _context_start(self, u: Run, ms: int) -> int:
         """Where a window with ``ms`` of committed context starts: at the first committed word
         of the ``ms`` before the window start (or the last final, if later) whose audio is still
         held, and never after the window start. Measured from the window, not from the last
@@ -472,7 +347,7 @@ class StreamSession:
         req, u, kind, asked_at, busy_step = self._in_flight
         self._in_flight = None
         lagged = self.samples_in - asked_at > self.opt.samples(self.opt.step_ms)
-        if kind == _Kind.STEP and lagged and not self.opt.draft_partials:
+        if kind == Kind.STEP and lagged and not self.opt.draft_partials:
             self._slow_until = self.samples_in + self.opt.samples(self.opt.slow_hold_ms)
         result = self._in_script(req, result, u)
         unsure = self._note_language(req, result)
@@ -480,14 +355,14 @@ class StreamSession:
         if result.draft:  # a partial only; the main model reads the same window next
             self._draft_partial(u, req, result, win_end)
             return
-        if kind == _Kind.EARLY:
+        if kind == Kind.EARLY:
             if u.early is not None:
                 u.early.req, u.early.result, u.early.unsure = req, result, unsure
                 self._settle_early(u)
             return
         self._take(req, u, kind, result, win_end, unsure, busy_step)
 
-    def _settle_early(self, u: _Run) -> None:
+    def _settle_early(self, u: Run) -> None:
         """An early end decode's words, once it is back: the utterance's end decode if the
         hangover ended the utterance at its pause; a step's if speech came first; else held."""
         e = u.early
@@ -496,28 +371,28 @@ class StreamSession:
         end = u.pause_ends.pop(e.at, None)
         if end is not None:
             u.early = None
-            self._take(e.req, u, _Kind.END, e.result, end / MODEL_RATE, e.unsure,
+            self._take(e.req, u, Kind.END, e.result, end / MODEL_RATE, e.unsure,
                        busy_step=False)  # an early decode is careful, never a busy step
         elif u.pause != e.at:
             # speech came: a careful reading of the window up to the pause is a hypothesis
             # like a step's (the step it kept from running)
             u.early = None  # (no careful decode's retries for a step)
-            self._take(replace(e.req, careful=False), u, _Kind.STEP, e.result,
+            self._take(replace(e.req, careful=False), u, Kind.STEP, e.result,
                        e.at / MODEL_RATE, e.unsure, busy_step=False)
 
-    def _drop_early(self, u: _Run) -> None:
+    def _drop_early(self, u: Run) -> None:
         if u.early is not None and u.decoded_to == u.early.at:
             u.decoded_to = u.early.resume_to
         u.early = None
 
-    def _take(self, req: DecodeRequest, u: _Run, kind: _Kind, result: DecodeResult,
+    def _take(self, req: DecodeRequest, u: Run, kind: Kind, result: DecodeResult,
               win_end: float, unsure: bool, busy_step: bool) -> None:
         """A decode's words, judged by the guards: committed by what the decode was for, or
         asked again differently."""
-        tail = u.tail if kind == _Kind.END else None
+        tail = u.tail if kind == Kind.END else None
         if tail is not None:  # the window read again past an end decode's last word
             u.tail = None
-            words, verdict = self._accepted_words(req, result, win_end, tail[-1].end,
+            words, verdict = self.judge.accepted_words(req, result, win_end, tail[-1].end,
                                                   u.buffer.committed + tail)
             # it was asked for the audio after them: what it places before their end is the
             # held sentence read again, however worded ("They all to take a little of this
@@ -525,116 +400,46 @@ class StreamSession:
             i = 0
             while i < len(words) and centre(words[i]) < tail[-1].end:
                 i += 1
-            new = words[i:] if verdict != _Verdict.REJECTED else []
+            new = words[i:] if verdict != Verdict.REJECTED else []
             self._commit(u, kind, result, tail + new, req.duration, win_end, unsure, busy_step)
             return
-        words, verdict = self._accepted_words(req, result, win_end, u.buffer.committed_end,
+        words, verdict = self.judge.accepted_words(req, result, win_end, u.buffer.committed_end,
                                               u.buffer.committed)
         # a full window that would move past its audio with nothing committed, because the
         # guards cut what Whisper heard there, asks again too: audio is never skipped for a loop
         keep_from = win_end - self.opt.stall_keep_ms / 1000
-        stalls = kind == _Kind.FULL and verdict == _Verdict.TRIMMED and not any(
+        stalls = kind == Kind.FULL and verdict == Verdict.TRIMMED and not any(
             w.end <= keep_from for w in words)
         # so does a careful decode that heard no word in seconds of new speech: after a forced
         # prefix Whisper may only close its sentence ("Cajun loves China" + ".") and stop
         mute = (req.careful and not any(spoken(w) for w in words)
-                and not self._says_no_speech(result)
+                and not self.judge.says_no_speech(result)
                 and win_end - u.buffer.committed_end >= self.opt.mute_retry_ms / 1000)
-        skipped = req.careful and self._skips(u, req, words)
-        if (verdict == _Verdict.REJECTED or stalls or mute or skipped) and req.careful \
-                and u.retries < len(_ATTEMPTS) - 1:
+        skipped = req.careful and self.judge.skips(u, req, words)
+        if (verdict == Verdict.REJECTED or stalls or mute or skipped) and req.careful \
+                and u.retries < len(ATTEMPTS) - 1:
             u.retries += 1  # retried differently (see next_decode), never skipped
             u.jumped = u.jumped or skipped
             u.decoded_to = u.window_start
             return
         if u.jumped and req.careful:  # asked again after a jump: what it still leaves out
-            words = self._with_jumped_over(u, words)
+            words = self.judge.with_jumped_over(u, words)
         u.retries, u.jumped = 0, False
-        if kind == _Kind.END and self._all_doubt(u, words, win_end):
+        if kind == Kind.END and self.judge.all_doubt(u, words, win_end):
             words = [w for w in words if not spoken(w)]
-        if kind == _Kind.END and self._stops_short(u, words, win_end):
+        if kind == Kind.END and self.judge.stops_short(u, words, win_end):
             u.tail, u.tail_for = words, int(round(win_end * MODEL_RATE))
             u.decoded_to = u.window_start
             return
         self._commit(u, kind, result, words, req.duration, win_end, unsure, busy_step)
 
-    def _skips(self, u: _Run, req: DecodeRequest, words: list[Word]) -> bool:
-        """A decode forced past a prefix starts its words after ``skip_retry_words`` or more
-        words that the window's previous hypothesis (not final yet) heard after the committed
-        point, and says none of them: Whisper jumped over them. (Words it says again, placed
-        elsewhere by the aligner, are no jump.) Judged by time, and by text: the aligner may
-        stretch the first word after a jump back over what was left out (en-02: held "C. And I
-        got to go work on military ships", read "work on military ships" with "work" from
-        74.26 s, right after the final "Navi")."""
-        heard = [w for w in words if spoken(w)]
-        if self.opt.skip_retry_words <= 0 or not req.prefix or not heard:
-            return False  # (hearing nothing at all is for the mute rule)
-        said = {unit_key(w.word) for w in heard}
-        passed = [w for w in _held(u) if spoken(w) and centre(w) < heard[0].start
-                  and unit_key(w.word) not in said]
-        return len(passed) >= self.opt.skip_retry_words or self._jumped_over(u, words) > 0
-
-    def _jumped_over(self, u: _Run, words: list[Word]) -> int:
-        """How many held units (the window's previous hypothesis past the committed point)
-        come before the place where ``words`` start saying them again (their first two, or
-        else their first), if those are ``skip_retry_words`` or more spoken words and
-        ``words`` never say two of them in a row; else 0."""
-        said = [unit_key(w.word) for w in split_units(words) if spoken(w)]
-        held = _held(u)
-        keys = [unit_key(w.word) for w in held]
-        i = next((i for n in (2, 1) for i in range(len(held)) if said
-                  and keys[i : i + n] == said[:n]), 0)
-        pairs = set(zip(said, said[1:]))
-        if sum(spoken(w) for w in held[:i]) < self.opt.skip_retry_words or any(
-                p in pairs for p in zip(keys[:i], keys[1:i])):
-            return 0
-        return i
-
-    def _with_jumped_over(self, u: _Run, words: list[Word]) -> list[Word]:
-        """``words``, after the held words they jumped over (:meth:`_jumped_over`), if a
-        careful decode heard them. Asked from the last final on without prompt or prefix,
-        Whisper may still start further on and stretch its first word over what it left out
-        (en-02 flat out: "And" at 11.88-13.56 s, where the full window before it heard "Like
-        how did I know? Yeah. And mine was blank."): that hypothesis is the one reading of
-        those words there is, and words are never dropped."""
-        if u.held_by in (None, _Kind.STEP):
-            return words  # a greedy step's words are no reading to trust: it may invent them
-        i = self._jumped_over(u, words)
-        if not i:
-            return words
-        held = _held(u)
-        t = held[i - 1].end  # the decode's words start after them
-        return held[:i] + [replace(w, start=max(w.start, t), end=max(w.end, t)) for w in words]
-
-    def _all_doubt(self, u: _Run, words: list[Word], win_end: float) -> bool:
-        """An end decode of an utterance shorter than ``doubted_end_ms``, none of it final yet,
-        in which Whisper doubts every word it places in the audio. (Not the doubted last word
-        of a longer utterance: "We will be sure if I" final, then "can." at p < 0.3, en-08.)"""
-        o = self.opt
-        placed = [w for w in words_from(words, u.buffer.committed_end)
-                  if spoken(w) and not squeezed(w)]
-        return bool(o.doubted_end_ms and placed
-                    and u.buffer.committed_end <= u.speech_from / MODEL_RATE
-                    and win_end - u.speech_from / MODEL_RATE < o.doubted_end_ms / 1000
-                    and all(w.probability < o.commit_probability for w in placed))
-
-    def _stops_short(self, u: _Run, words: list[Word], win_end: float) -> bool:
-        """An end decode's last word ends ``tail_check_ms`` or more before the speech the VAD
-        heard in the window (asked once per utterance end)."""
-        end = int(round(win_end * MODEL_RATE))
-        heard = [w for w in words if spoken(w)]
-        if not self.opt.tail_check_ms or not heard or u.tail_for == end or end not in u.ends:
-            return False  # (not once the utterance went on while its end decode was out)
-        spoken_to = u.spoken_to.get(end, end) / MODEL_RATE
-        return spoken_to - heard[-1].end >= self.opt.tail_check_ms / 1000
-
-    def _commit(self, u: _Run, kind: _Kind, result: DecodeResult, words: list[Word],
+    def _commit(self, u: Run, kind: Kind, result: DecodeResult, words: list[Word],
                 duration: float, win_end: float, unsure: bool, busy_step: bool) -> None:
         """What a decode's accepted words make final, by what the decode was for."""
         keep_from = win_end - self.opt.stall_keep_ms / 1000
         u.buffer.insert(words)
         u.held_by = kind
-        if kind == _Kind.END:
+        if kind == Kind.END:
             self._end_utterance(u.buffer.commit_all())
             self._end_sentence(u)
             done = int(round(win_end * MODEL_RATE))
@@ -644,19 +449,19 @@ class StreamSession:
             if u.force_at is not None and u.force_at <= done:
                 u.force_at = None
             self._slide_window(u)
-        elif kind == _Kind.FORCED:
+        elif kind == Kind.FORCED:
             self._end_utterance(u.buffer.commit_all())
             u.force_at = None
             self._slide_window(u)
-        elif kind == _Kind.FULL:
+        elif kind == Kind.FULL:
             # a full window commits what it holds up to its last ``stall_keep_ms``; it moves
             # past audio without committed words only when a careful decode found none there
             committed = u.buffer.commit_until(keep_from)
             self._emit_final(committed, False)
             self._slide_window(u, 0 if committed else int(keep_from * MODEL_RATE))
-        elif kind == _Kind.CHECK:
+        elif kind == Kind.CHECK:
             self._commit_check(u, win_end)
-        elif kind == _Kind.STEP and self._degenerate(result):
+        elif kind == Kind.STEP and self.judge.degenerate(result):
             # Its words before the loop are shown, but they are no opinion to agree with: two
             # such decodes in a row often loop the same way ("biscuit does he know that he's
             # good does he know that he's good ...", twice, after the final "does he know that")
@@ -680,7 +485,7 @@ class StreamSession:
             self._slide_window(u)
         self._update_partial(u)
 
-    def _commit_check(self, u: _Run, win_end: float) -> None:
+    def _commit_check(self, u: Run, win_end: float) -> None:
         """A careful decode asked for ``check_until`` (the doubted or disagreed word, or the
         first word before a loop): its words up to there, and the word it hears in that
         place, are final."""
@@ -701,9 +506,9 @@ class StreamSession:
     def _stuck_until(self, win_end: float) -> float:
         return win_end - self.opt.stuck_wait_ms / 1000 if self.opt.stuck_wait_ms else float("-inf")
 
-    def _draft_partial(self, u: _Run, req: DecodeRequest, r: DecodeResult, win_end: float
+    def _draft_partial(self, u: Run, req: DecodeRequest, r: DecodeResult, win_end: float
                        ) -> None:
-        words, _ = self._accepted_words(req, r, win_end, u.buffer.committed_end,
+        words, _ = self.judge.accepted_words(req, r, win_end, u.buffer.committed_end,
                                         u.buffer.committed)
         end = int(round(win_end * MODEL_RATE))
         if end - u.main_to >= self.opt.samples(self.opt.main_step_ms):
@@ -713,7 +518,7 @@ class StreamSession:
             self._partial = text
             self._events.append(Partial(self.segment, text, words[0].start, words[-1].end))
 
-    def _in_script(self, req: DecodeRequest, r: DecodeResult, u: _Run) -> DecodeResult:
+    def _in_script(self, req: DecodeRequest, r: DecodeResult, u: Run) -> DecodeResult:
         """Words of unspaced scripts as one unit per character, spaced by the text rules and,
         for Chinese, in the session's script: before agreement, so that two decodes writing
         one character in two scripts still agree."""
@@ -724,7 +529,7 @@ class StreamSession:
         before = u.buffer.committed[-1].word if u.buffer.committed else ""
         return replace(r, words=tuple(convert_words(split_words(r.words), script, before)))
 
-    def _waits_for_language(self, u: _Run, end: int) -> bool:
+    def _waits_for_language(self, u: Run, end: int) -> bool:
         """An utterance too short to tell its language (language=auto, still unsure) is not
         finalised alone while the next may still join it: Whisper hears "他称" (0.4 s) as
         Korean, and the words after it as Chinese."""
@@ -752,7 +557,7 @@ class StreamSession:
             self._events.append(Language(r.language, round(r.language_probability, 3), req.offset))
         return False
 
-    def _slide_window(self, u: _Run, at_least: int = 0) -> None:
+    def _slide_window(self, u: Run, at_least: int = 0) -> None:
         """Start the window at the first committed word of the last ``overlap_ms`` (those words
         become the next decode's prefix; the audio before them leaves the window), and never
         before ``at_least``."""
@@ -763,7 +568,7 @@ class StreamSession:
             u.trim(self._context_start(u, self.opt.careful_context_ms))
 
     @staticmethod
-    def _overlap_start(u: _Run, ms: int) -> int:
+    def _overlap_start(u: Run, ms: int) -> int:
         """Where a window holding the last ``ms`` of committed speech starts: 50 ms before its
         first committed word (0 when nothing is committed)."""
         committed = u.buffer.committed
@@ -775,7 +580,7 @@ class StreamSession:
             i -= 1
         return int((committed[i].start - 0.05) * MODEL_RATE)
 
-    def _check_after_loop(self, u: _Run, win_end: float) -> None:
+    def _check_after_loop(self, u: Run, win_end: float) -> None:
         """A looping step is no opinion, and steps that loop every other time never give two
         in a row: once the first word its hypothesis heard has waited ``unsure_wait_ms``, a
         careful decode (beam search, temperature fallback) decides it (and, with
@@ -786,70 +591,6 @@ class StreamSession:
         if pending and max(u.checked_to, u.buffer.committed_end) < pending[0].end <= (
                 win_end - self.opt.unsure_wait_ms / 1000):
             u.check_until = pending[0].end
-
-    def _degenerate(self, r: DecodeResult) -> bool:
-        """A greedy decode whose text compresses this well failed by faster-whisper's own rule
-        (which then decodes again with sampling); the loop guard cuts what it can, but the
-        words before the loop are not to be trusted either."""
-        return r.compression_ratio > self.opt.compression_ratio_threshold
-
-    def _says_no_speech(self, r: DecodeResult) -> bool:
-        """Whisper itself says the window holds no speech."""
-        o = self.opt
-        return r.no_speech_prob > o.no_speech_threshold and (
-            r.avg_logprob < o.logprob_threshold
-            # beam search can make a hallucination on noise ("you") look likely as a whole;
-            # its words stay unlikely one by one
-            or bool(r.words and max(w.probability for w in r.words) < 0.5))
-
-    def _accepted_words(self, req: DecodeRequest, r: DecodeResult, win_end: float,
-                        committed_end: float, committed: list[Word] | None = None
-                        ) -> tuple[list[Word], _Verdict]:
-        """The result's words in stream time, minus Whisper's known inventions; and what the
-        guards made of the decode (a loop they could not cut away rejects it as a whole)."""
-        o = self.opt
-        if self._says_no_speech(r):
-            return [], _Verdict.WHOLE
-        out = []
-        for w in r.words:
-            start = min(req.offset + w.start, win_end)
-            out.append(Word(w.word, start, min(max(req.offset + w.end, start), win_end), w.probability))
-        # Whisper translates into English only: a translation that lapses into the source's
-        # script (after a forced English prefix, base writes "...the effect of壮机的规模") is
-        # asked again differently; its English words stay if it keeps lapsing
-        lapsed = req.task == "translate" and any(is_unspaced(c) for w in out for c in w.word)
-        if lapsed:
-            out = [w for w in out if not any(is_unspaced(c) for c in w.word)]
-        keys = [unit_key(w.word) for w in out]
-        # what is already final in the window: the forced prefix, or, when a retry went without
-        # it, the final words Whisper hears again ("Gator loves China" final; then "Gator
-        # Love's China. Jumanjo" with "China." squeezed past its audio)
-        said = req.prefix or join_words(words_from(committed or [], req.offset))
-        prefix = [unit_key(x) for x in text_units(said)]
-        # words nothing in the audio says: they go after the loop cut (below)
-        unsaid = unsaid_words(req, out, prefix[-REREAD_UNITS:]) | squeezed_runs(prefix, out, keys)
-        # Whisper re-reading the phrase that ends its prefix, wherever the aligner put it (often
-        # squeezed into the window's last instant, past the final audio)
-        skip = max(repeated_head(prefix, keys), restarted_head(prefix, keys))
-        out, keys = out[skip:], keys[skip:]
-        first = heard_again(req, out, keys, prefix, committed or [], committed_end)
-        out, keys = out[first:], keys[first:]
-        new = len(out)
-        out, keys = drop_unsure_echoes(prefix, out, keys)
-        # a loop is cut where it starts, also when the aligner squeezed its repeat past the
-        # audio (en-06: "Does he" final, then "know the biscuit? Does he know the biscuit?",
-        # the second "know the biscuit?" squeezed: cut after it, "Does he" was said twice)
-        cut = loop_start(prefix, keys)
-        kept = [w for w in out[:cut] if id(w) not in unsaid]
-        trimmed = cut < len(keys) or len(kept) < new or first + new < len(r.words)
-        if not trimmed and r.compression_ratio > o.compression_ratio_threshold:
-            return [], _Verdict.REJECTED  # repetitive, and no loop found to cut away
-        if cut == 0 and any(id(w) not in unsaid for w in out):
-            return [], _Verdict.REJECTED  # it loops from its first word on
-        # a loop keeps what came before it
-        if lapsed:
-            return kept, _Verdict.REJECTED
-        return kept, _Verdict.TRIMMED if trimmed else _Verdict.WHOLE
 
     # -- events --------------------------------------------------------------------------
     def events(self) -> list[Message]:
@@ -878,7 +619,7 @@ class StreamSession:
         else:
             self._events.append(UtteranceEnd(self._last_word_end))
 
-    def _end_sentence(self, u: _Run) -> None:
+    def _end_sentence(self, u: Run) -> None:
         """The VAD ended the utterance: its last word ends a sentence in the context of later
         decodes (the window's forced prefix and the prompt), full stop or not. Whisper
         continues the style of the text it is given, and one utterance written without its
@@ -892,7 +633,7 @@ class StreamSession:
         if self._committed_text.endswith(last):
             self._committed_text += "."
 
-    def _update_partial(self, u: _Run) -> None:
+    def _update_partial(self, u: Run) -> None:
         pending = u.buffer.pending
         text = join_words(pending)
         if text == self._partial:

@@ -256,6 +256,8 @@ def test_a_lone_stream_whose_steps_lag_reads_its_careful_windows_with_less_conte
         assert kept_short > 0.8 * len(careful)
 
 
+
+
 def test_finalize_mid_utterance_flushes_everything_heard():
     audio, truth = make_stream(10, lead_s=0.5)
     cut = int((truth[6][2] + 0.05) * SR)  # stop right after word 6
@@ -648,9 +650,9 @@ def test_a_likely_looking_hallucination_on_noise_is_dropped():
     s = StreamSession(StreamOptions(), energy_vad())
     req = DecodeRequest(1, np.zeros(32000, np.float32), 0.0, careful=True, final=True)
     r = DecodeResult((Word(" you", 0.5, 0.9, 0.3),), "you", 0.85, -0.4, 1.0)
-    assert s._accepted_words(req, r, 2.0, 0.0)[0] == []
+    assert s.judge.accepted_words(req, r, 2.0, 0.0)[0] == []
     sure = DecodeResult((Word(" yes", 0.5, 0.9, 0.9),), "yes", 0.85, -0.4, 1.0)
-    assert [w.word for w in s._accepted_words(req, sure, 2.0, 0.0)[0]] == [" yes"]
+    assert [w.word for w in s.judge.accepted_words(req, sure, 2.0, 0.0)[0]] == [" yes"]
 
 
 class WordRereadingDecoder(ScriptedDecoder):
@@ -721,7 +723,7 @@ def test_a_reread_sentence_squeezed_past_the_final_audio_is_dropped():
     words = [" Leda", " wants", " to", " have", " some"]
     r = DecodeResult(tuple(Word(w, 9.38, 9.38, 0.9) for w in words)
                      + (Word(" salad.", 9.38, 9.48, 1.0),), "", 0.01, -0.05, 1.38)
-    assert s._accepted_words(req, r, 17.74, 17.13)[0] == []
+    assert s.judge.accepted_words(req, r, 17.74, 17.13)[0] == []
 
 
 def test_a_sure_echo_the_aligner_cannot_place_is_dropped():
@@ -731,9 +733,9 @@ def test_a_sure_echo_the_aligner_cannot_place_is_dropped():
     req = DecodeRequest(1, np.zeros(16000 * 10, np.float32), 35.86, prefix=" My map will show us. Yummy.",
                         careful=True, final=True)
     r = DecodeResult((Word(" Yummy.", 10.06, 10.06, 0.89),), "", 0.01, -0.04, 1.04)
-    assert s._accepted_words(req, r, 45.95, 45.02)[0] == []
+    assert s.judge.accepted_words(req, r, 45.95, 45.02)[0] == []
     said = DecodeResult((Word(" Yummy.", 9.5, 9.9, 0.89),), "", 0.01, -0.04, 1.04)
-    assert [w.word for w in s._accepted_words(req, said, 45.95, 45.02)[0]] == [" Yummy."]
+    assert [w.word for w in s.judge.accepted_words(req, said, 45.95, 45.02)[0]] == [" Yummy."]
 
 
 def test_a_two_word_echo_the_aligner_cannot_place_is_dropped():
@@ -746,10 +748,10 @@ def test_a_two_word_echo_the_aligner_cannot_place_is_dropped():
     r = DecodeResult((Word(" Ask", 3.68, 3.90, 0.68), Word(" not.", 3.90, 4.56, 0.70),
                       Word(" Ask", 4.78, 4.78, 0.91), Word(" not.", 4.78, 4.92, 0.87)),
                      "", 0.01, -0.2, 1.02)
-    assert [w.word for w in s._accepted_words(req, r, 4.95, 2.12)[0]] == [" Ask", " not."]
+    assert [w.word for w in s.judge.accepted_words(req, r, 4.95, 2.12)[0]] == [" Ask", " not."]
     said = DecodeResult(r.words[:2] + (Word(" Ask", 4.6, 4.75, 0.91),
                                        Word(" not.", 4.75, 4.92, 0.87)), "", 0.01, -0.2, 1.02)
-    assert [w.word for w in s._accepted_words(req, said, 4.95, 2.12)[0]] == [
+    assert [w.word for w in s.judge.accepted_words(req, said, 4.95, 2.12)[0]] == [
         " Ask", " not.", " Ask", " not."]
 
 
@@ -759,7 +761,7 @@ def test_a_translation_lapsing_into_chinese_is_asked_again_keeping_its_english()
                         careful=True, final=True)
     r = DecodeResult((Word(" the", 0.1, 0.3, 0.9), Word(" effect", 0.3, 0.6, 0.9),
                       Word(" of壮机的", 0.6, 1.2, 0.5), Word("规模", 1.2, 1.6, 0.5)), "", 0.01, -0.4, 1.2)
-    words, verdict = s._accepted_words(req, r, 4.0, 0.0)
+    words, verdict = s.judge.accepted_words(req, r, 4.0, 0.0)
     assert [w.word for w in words] == [" the", " effect"]
     assert verdict.name == "REJECTED"
 
@@ -772,7 +774,7 @@ def accepted(prefix: str, offset: float, heard: list[tuple], win_end: float,
     req = DecodeRequest(1, np.zeros(int(16000 * (win_end - offset)), np.float32), offset,
                         prefix=prefix)
     r = DecodeResult(tuple(Word(*w) for w in heard), "", 0.02, -0.05, 1.36)
-    return [w.word for w in s._accepted_words(req, r, win_end, committed_end)[0]]
+    return [w.word for w in s.judge.accepted_words(req, r, win_end, committed_end)[0]]
 
 
 def test_a_new_word_the_aligner_puts_just_inside_final_audio_is_kept():
@@ -1037,11 +1039,11 @@ def test_a_retry_does_not_make_the_last_final_word_new_by_stretching_it_into_the
              (" the", 16.38, 16.56), (" plane.", 16.99, 17.87)]
     r = DecodeResult(tuple(Word(w, a - off, b - off, 0.9) for w, a, b in heard), "", 0.16,
                      -0.44, 1.05)
-    assert s._accepted_words(req, r, 24.54, 16.99, committed)[0] == []
+    assert s.judge.accepted_words(req, r, 24.54, 16.99, committed)[0] == []
     # a new word after the pause is new, also when the retry reads the final ones first
     more = DecodeResult(r.words + (Word(" John", 18.1 - off, 18.4 - off, 0.9),), "", 0.16,
                         -0.44, 1.05)
-    assert [w.word for w in s._accepted_words(req, more, 24.54, 16.99, committed)[0]] == [" John"]
+    assert [w.word for w in s.judge.accepted_words(req, more, 24.54, 16.99, committed)[0]] == [" John"]
 
 
 class DoubtingDecoder(ScriptedDecoder):

@@ -1,0 +1,163 @@
+"""What a decode's words are worth, by the rules that catch what Whisper invents: no speech,
+loops, the forced prefix read again, jumps over speech, an end decode that stops short or
+doubts every word of a sliver. Pure: a decode and the run's state in, words and a verdict out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .agreement import join_words, split_units, unit_key
+from .audio import MODEL_RATE
+from .decoding import DecodeRequest, DecodeResult
+from .rereads import (REREAD_UNITS, centre, drop_unsure_echoes, heard_again, loop_start,
+                      repeated_head, restarted_head, spoken, squeezed, squeezed_runs,
+                      unsaid_words, words_from)
+from .stream_options import StreamOptions
+from .text import is_unspaced
+from .text import split_units as text_units
+from .utterance import Kind, Run, Verdict, held_words
+from .wire import Word
+
+__all__ = ["Judge"]
+
+
+class Judge:
+    """The guards, with the stream's options."""
+
+    def __init__(self, opt: StreamOptions) -> None:
+        self.opt = opt
+
+    def skips(self, u: Run, req: DecodeRequest, words: list[Word]) -> bool:
+        """A decode forced past a prefix starts its words after ``skip_retry_words`` or more
+        words that the window's previous hypothesis (not final yet) heard after the committed
+        point, and says none of them: Whisper jumped over them. (Words it says again, placed
+        elsewhere by the aligner, are no jump.) Judged by time, and by text: the aligner may
+        stretch the first word after a jump back over what was left out (en-02: held "C. And I
+        got to go work on military ships", read "work on military ships" with "work" from
+        74.26 s, right after the final "Navi")."""
+        heard = [w for w in words if spoken(w)]
+        if self.opt.skip_retry_words <= 0 or not req.prefix or not heard:
+            return False  # (hearing nothing at all is for the mute rule)
+        said = {unit_key(w.word) for w in heard}
+        passed = [w for w in held_words(u) if spoken(w) and centre(w) < heard[0].start
+                  and unit_key(w.word) not in said]
+        return len(passed) >= self.opt.skip_retry_words or self.jumped_over(u, words) > 0
+
+    def jumped_over(self, u: Run, words: list[Word]) -> int:
+        """How many held units (the window's previous hypothesis past the committed point)
+        come before the place where ``words`` start saying them again (their first two, or
+        else their first), if those are ``skip_retry_words`` or more spoken words and
+        ``words`` never say two of them in a row; else 0."""
+        said = [unit_key(w.word) for w in split_units(words) if spoken(w)]
+        held = held_words(u)
+        keys = [unit_key(w.word) for w in held]
+        i = next((i for n in (2, 1) for i in range(len(held)) if said
+                  and keys[i : i + n] == said[:n]), 0)
+        pairs = set(zip(said, said[1:]))
+        if sum(spoken(w) for w in held[:i]) < self.opt.skip_retry_words or any(
+                p in pairs for p in zip(keys[:i], keys[1:i])):
+            return 0
+        return i
+
+    def with_jumped_over(self, u: Run, words: list[Word]) -> list[Word]:
+        """``words``, after the held words they jumped over (:meth:`jumped_over`), if a
+        careful decode heard them. Asked from the last final on without prompt or prefix,
+        Whisper may still start further on and stretch its first word over what it left out
+        (en-02 flat out: "And" at 11.88-13.56 s, where the full window before it heard "Like
+        how did I know? Yeah. And mine was blank."): that hypothesis is the one reading of
+        those words there is, and words are never dropped."""
+        if u.held_by in (None, Kind.STEP):
+            return words  # a greedy step's words are no reading to trust: it may invent them
+        i = self.jumped_over(u, words)
+        if not i:
+            return words
+        held = held_words(u)
+        t = held[i - 1].end  # the decode's words start after them
+        return held[:i] + [replace(w, start=max(w.start, t), end=max(w.end, t)) for w in words]
+
+    def all_doubt(self, u: Run, words: list[Word], win_end: float) -> bool:
+        """An end decode of an utterance shorter than ``doubted_end_ms``, none of it final yet,
+        in which Whisper doubts every word it places in the audio. (Not the doubted last word
+        of a longer utterance: "We will be sure if I" final, then "can." at p < 0.3, en-08.)"""
+        o = self.opt
+        placed = [w for w in words_from(words, u.buffer.committed_end)
+                  if spoken(w) and not squeezed(w)]
+        return bool(o.doubted_end_ms and placed
+                    and u.buffer.committed_end <= u.speech_from / MODEL_RATE
+                    and win_end - u.speech_from / MODEL_RATE < o.doubted_end_ms / 1000
+                    and all(w.probability < o.commit_probability for w in placed))
+
+    def stops_short(self, u: Run, words: list[Word], win_end: float) -> bool:
+        """An end decode's last word ends ``tail_check_ms`` or more before the speech the VAD
+        heard in the window (asked once per utterance end)."""
+        end = int(round(win_end * MODEL_RATE))
+        heard = [w for w in words if spoken(w)]
+        if not self.opt.tail_check_ms or not heard or u.tail_for == end or end not in u.ends:
+            return False  # (not once the utterance went on while its end decode was out)
+        spoken_to = u.spoken_to.get(end, end) / MODEL_RATE
+        return spoken_to - heard[-1].end >= self.opt.tail_check_ms / 1000
+
+    def degenerate(self, r: DecodeResult) -> bool:
+        """A greedy decode whose text compresses this well failed by faster-whisper's own rule
+        (which then decodes again with sampling); the loop guard cuts what it can, but the
+        words before the loop are not to be trusted either."""
+        return r.compression_ratio > self.opt.compression_ratio_threshold
+
+    def says_no_speech(self, r: DecodeResult) -> bool:
+        """Whisper itself says the window holds no speech."""
+        o = self.opt
+        return r.no_speech_prob > o.no_speech_threshold and (
+            r.avg_logprob < o.logprob_threshold
+            # beam search can make a hallucination on noise ("you") look likely as a whole;
+            # its words stay unlikely one by one
+            or bool(r.words and max(w.probability for w in r.words) < 0.5))
+
+    def accepted_words(self, req: DecodeRequest, r: DecodeResult, win_end: float,
+                        committed_end: float, committed: list[Word] | None = None
+                        ) -> tuple[list[Word], Verdict]:
+        """The result's words in stream time, minus Whisper's known inventions; and what the
+        guards made of the decode (a loop they could not cut away rejects it as a whole)."""
+        o = self.opt
+        if self.says_no_speech(r):
+            return [], Verdict.WHOLE
+        out = []
+        for w in r.words:
+            start = min(req.offset + w.start, win_end)
+            out.append(Word(w.word, start, min(max(req.offset + w.end, start), win_end), w.probability))
+        # Whisper translates into English only: a translation that lapses into the source's
+        # script (after a forced English prefix, base writes "...the effect of壮机的规模") is
+        # asked again differently; its English words stay if it keeps lapsing
+        lapsed = req.task == "translate" and any(is_unspaced(c) for w in out for c in w.word)
+        if lapsed:
+            out = [w for w in out if not any(is_unspaced(c) for c in w.word)]
+        keys = [unit_key(w.word) for w in out]
+        # what is already final in the window: the forced prefix, or, when a retry went without
+        # it, the final words Whisper hears again ("Gator loves China" final; then "Gator
+        # Love's China. Jumanjo" with "China." squeezed past its audio)
+        said = req.prefix or join_words(words_from(committed or [], req.offset))
+        prefix = [unit_key(x) for x in text_units(said)]
+        # words nothing in the audio says: they go after the loop cut (below)
+        unsaid = unsaid_words(req, out, prefix[-REREAD_UNITS:]) | squeezed_runs(prefix, out, keys)
+        # Whisper re-reading the phrase that ends its prefix, wherever the aligner put it (often
+        # squeezed into the window's last instant, past the final audio)
+        skip = max(repeated_head(prefix, keys), restarted_head(prefix, keys))
+        out, keys = out[skip:], keys[skip:]
+        first = heard_again(req, out, keys, prefix, committed or [], committed_end)
+        out, keys = out[first:], keys[first:]
+        new = len(out)
+        out, keys = drop_unsure_echoes(prefix, out, keys)
+        # a loop is cut where it starts, also when the aligner squeezed its repeat past the
+        # audio (en-06: "Does he" final, then "know the biscuit? Does he know the biscuit?",
+        # the second "know the biscuit?" squeezed: cut after it, "Does he" was said twice)
+        cut = loop_start(prefix, keys)
+        kept = [w for w in out[:cut] if id(w) not in unsaid]
+        trimmed = cut < len(keys) or len(kept) < new or first + new < len(r.words)
+        if not trimmed and r.compression_ratio > o.compression_ratio_threshold:
+            return [], Verdict.REJECTED  # repetitive, and no loop found to cut away
+        if cut == 0 and any(id(w) not in unsaid for w in out):
+            return [], Verdict.REJECTED  # it loops from its first word on
+        # a loop keeps what came before it
+        if lapsed:
+            return kept, Verdict.REJECTED
+        return kept, Verdict.TRIMMED if trimmed else Verdict.WHOLE
