@@ -111,6 +111,10 @@ def test_chinese_results_have_no_spaces_and_whole_latin_words():
     assert [w["punctuated_word"] for w in punct["words"]][4:] == ["WiFi", "门", "铃", "。"]
     english = [Word(" Ask", 0, 0.3, 0.9), Word(" not.", 0.3, 0.6, 0.9)]
     assert alternative(english, "Ask not.", punctuate=False)["transcript"] == "ask not"
+    # a symbol that is said is a word, punctuation or not (faster-whisper makes "%" one)
+    said = [Word(w, i * 0.2, i * 0.2 + 0.2, 0.9) for i, w in enumerate(
+        [" 3", " +", " 4", " =", " 7", " by", " 50", "%", "..."])]
+    assert alternative(said, "", punctuate=False)["transcript"] == "3 + 4 = 7 by 50%"
 
 
 @pytest.mark.parametrize("lang,script", [("zh-TW", "traditional"), ("zh-HK", "traditional"),
@@ -118,3 +122,24 @@ def test_chinese_results_have_no_spaces_and_whole_latin_words():
 def test_taiwan_and_hong_kong_chinese_are_written_in_traditional_characters(lang, script):
     o = parse(f"language={lang}")
     assert o.params.language == "zh" and o.params.zh_script == script
+
+
+def test_a_prerecorded_chinese_file_has_no_spaces_in_utterances_or_paragraphs():
+    import datetime
+    from types import SimpleNamespace
+
+    from whisperwire.server.dialects.common import FileResult
+    from whisperwire.server.dialects.deepgram_files import prerecorded
+    from whisperwire.server.wire import Final, Word
+
+    units = ["他", "们", "仍", "在", "努", "力", "。"]
+    words = tuple(Word(u, i * 0.2, i * 0.2 + 0.2, 0.9) for i, u in enumerate(units))
+    res = FileResult("s", [Final(0, "他们仍在努力。", 0.0, 1.4, words, True)], "zh", 2.0)
+    opts = parse("language=zh-TW&punctuate=true&utterances=true&paragraphs=true", live=False)
+    body = prerecorded(SimpleNamespace(model_name="base"), res, opts,
+                       datetime.datetime.now(datetime.timezone.utc), "0" * 64)
+    results = body["results"]
+    assert results["utterances"][0]["transcript"] == "他们仍在努力。"
+    paras = results["channels"][0]["alternatives"][0]["paragraphs"]
+    assert paras["transcript"] == "\n他们仍在努力。"
+    assert opts.params.zh_script == "traditional"  # (the file's session writes it so)

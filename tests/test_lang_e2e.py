@@ -112,6 +112,19 @@ def test_no_language_on_a_multilingual_model_detects_as_auto_does(server):
     assert r.status_code == 200 and re.match(r"[\u4e00-\u9fff]{2}", r.json()["text"]), r.text
 
 
+@pytest.mark.timeout(150)
+def test_deepgram_taiwan_chinese_is_traditional_live_and_prerecorded(server):
+    """zh-08 ("他们仍在努力确定…") with Deepgram's zh-TW: traditional characters, no spaces."""
+    audio = load16k("zh/zh-08.wav")
+    r = httpx.post(f"{server.http}/deepgram/v1/listen?language=zh-TW&utterances=true",
+                   content=wav_bytes(audio), headers={"content-type": "audio/wav"}, timeout=120)
+    assert r.status_code == 200, r.text
+    text = r.json()["results"]["channels"][0]["alternatives"][0]["transcript"]
+    assert "們" in text and "们" not in text and " " not in text, text
+    utt = r.json()["results"]["utterances"][0]["transcript"]
+    assert "們" in utt and " " not in utt, utt
+
+
 @pytest.mark.timeout(120)
 def test_auto_a_short_phrase_then_hang_up_arrives_and_closes(server):
     """language=auto holds an utterance too short to tell its language for the speech that

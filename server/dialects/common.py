@@ -181,7 +181,8 @@ class _FileSocket:
 
 async def decode_file(server: WhisperWire, token: str | None, audio: np.ndarray, *,
                       language: str | None = None, task: str = "transcribe",
-                      prompt: str | None = None, api: str = "file",
+                      prompt: str | None = None, zh_script: str | None = None,
+                      api: str = "file",
                       admitted: Callable[[Any], None] | None = None) -> FileResult:
     """Decode 16 kHz float32 audio as a session of its own, flat out. Raises ClientError when
     the speaker may not (auth, room, language, duration). ``admitted`` gets the session's
@@ -192,7 +193,7 @@ async def decode_file(server: WhisperWire, token: str | None, audio: np.ndarray,
                           f"files are limited to {cfg.max_session_s:.0f} s of audio")
     params, transcript = server.admit(token, lambda: wire.ListenParams(
         sample_rate=MODEL_RATE, encoding="pcm_f32le", language=language, task=task,
-        prompt=prompt))
+        prompt=prompt, zh_script=zh_script))
     if admitted is not None:
         admitted(transcript)
     conn = ListenConnection(_FileSocket(audio), params, server.engine, server.hub,  # type: ignore[arg-type]

@@ -75,17 +75,24 @@ def _word(w: wire.Word, punctuate: bool) -> dict[str, Any]:
     return out
 
 
+# marks that only punctuate: without ``punctuate`` Deepgram writes none of them as a word (a
+# symbol that is said, "%", "+", "$", stays)
+_MARKS = set(".,!?;:…、。，！？；：\"'“”‘’()[]{}«»「」『』【】—–-")
+
+
 def _whole(words: list[wire.Word], punctuate: bool) -> list[wire.Word]:
     """Deepgram's words: pieces of one word glued back (in a Chinese session our units are
     characters, and a Latin word among them comes as its tokens: "W" "i" "Fi"), and, without
-    ``punctuate``, no word that is punctuation only ("。")."""
+    ``punctuate``, no word that is punctuation marks only ("。")."""
     out: list[wire.Word] = []
     for w in words:
+        core = w.word.strip()
+        if not punctuate and core and set(core) <= _MARKS:
+            continue
         if out and not w.word[:1].isspace() and needs_space(out[-1].word, w.word):
             p = out[-1]
-            out[-1] = wire.Word(p.word + w.word.strip(), p.start, w.end,
-                                min(p.probability, w.probability))
-        elif punctuate or normalize(w.word):
+            out[-1] = wire.Word(p.word + core, p.start, w.end, min(p.probability, w.probability))
+        elif core:
             out.append(w)
     return out
 

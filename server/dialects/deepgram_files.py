@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 from .. import wire
 from ..audio import Resampler
 from ..errors import ClientError
+from ..text import join_texts, join_units
 from .common import (FileResult, check_speaker, decode_file, g711_to_float, load_media,
                      off_loop, speaker_token)
 from .deepgram import MAX_FILE_BYTES, alternative, error_body, iso_time, model_info, model_uuid
@@ -55,6 +56,7 @@ async def listen_file(server: WhisperWire, request: Request) -> Response:
         created = datetime.datetime.now(datetime.timezone.utc)
         res = await decode_file(server, token, audio,
                                 language=opts.params.language, prompt=opts.params.prompt,
+                                zh_script=opts.params.zh_script,
                                 api="deepgram-file")
     except ClientError as exc:
         server.metrics.errors.labels(exc.code).inc()
@@ -93,7 +95,7 @@ def prerecorded(engine: Any, res: FileResult, opts: DeepgramOptions,
                                              "detected_language": res.language}]}
     if opts.utterances:
         results["utterances"] = [
-            {**alternative(t, " ".join(w.word.strip() for w in t), opts.punctuate),
+            {**alternative(t, join_units(w.word for w in t), opts.punctuate),
              "start": round(t[0].start, 3), "end": round(t[-1].end, 3), "channel": 0,
              "speaker": 0, "id": str(uuid.uuid4())} for t in turns]
     return {"metadata": {"transaction_key": "deprecated", "request_id": res.session,
@@ -136,5 +138,5 @@ def _paragraphs(turns: list[list[wire.Word]], punctuate: bool) -> dict[str, Any]
                           for s in sentences],
             "speaker": 0, "num_words": len(t), "start": round(t[0].start, 3),
             "end": round(t[-1].end, 3)})
-    text = "\n\n".join(" ".join(s["text"] for s in p["sentences"]) for p in paras)
+    text = "\n\n".join(join_texts(s["text"] for s in p["sentences"]) for p in paras)
     return {"transcript": "\n" + text if text else "", "paragraphs": paras}
