@@ -79,13 +79,20 @@ class Judge:
     def all_doubt(self, u: Run, words: list[Word], win_end: float) -> bool:
         """An end decode of an utterance shorter than ``doubted_end_ms``, none of it final yet,
         in which Whisper doubts every word it places in the audio. (Not the doubted last word
-        of a longer utterance: "We will be sure if I" final, then "can." at p < 0.3, en-08.)"""
+        of a longer utterance: "We will be sure if I" final, then "can." at p < 0.3, en-08;
+        nor when the window holds words of an earlier utterance not final yet: a backlog's
+        end decode, a phrase held for the language joined by the next.)"""
         o = self.opt
+        began = u.began.get(int(round(win_end * MODEL_RATE)))
+        if began is None:
+            return False  # (not an utterance's end: a pause or finalize)
+        start = began / MODEL_RATE
         placed = [w for w in words_from(words, u.buffer.committed_end)
                   if spoken(w) and not squeezed(w)]
         return bool(o.doubted_end_ms and placed
-                    and u.buffer.committed_end <= u.speech_from / MODEL_RATE
-                    and win_end - u.speech_from / MODEL_RATE < o.doubted_end_ms / 1000
+                    and u.buffer.committed_end <= start
+                    and all(centre(w) >= start for w in placed)
+                    and win_end - start < o.doubted_end_ms / 1000
                     and all(w.probability < o.commit_probability for w in placed))
 
     def stops_short(self, u: Run, words: list[Word], win_end: float) -> bool:

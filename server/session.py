@@ -126,6 +126,7 @@ class StreamSession:
                 u = self._utts[-1]
                 u.ends.append(ev.sample)
                 u.spoken_to[ev.sample] = ev.sample if ev.spoken_to is None else ev.spoken_to
+                u.began[ev.sample] = u.speech_from
                 u.open = False
                 u.pause = None
                 if ev.paused_at is not None:
@@ -144,6 +145,7 @@ class StreamSession:
             if self._detect_pending and self.language == "auto":
                 last.ends.clear()  # a held short utterance goes on: detect on both together
                 last.spoken_to.clear()
+                last.began.clear()
                 last.tail = None  # ... its end decode's words too: the window is read again
             return
         while self._utts and self._utts[-1].idle and self._in_flight is None:
@@ -426,7 +428,7 @@ class StreamSession:
             words = self.judge.with_jumped_over(u, words)
         u.retries, u.jumped = 0, False
         if kind == Kind.END and self.judge.all_doubt(u, words, win_end):
-            words = [w for w in words if not spoken(w)]
+            words = []  # (not even its punctuation: no final of "...")
         if kind == Kind.END and self.judge.stops_short(u, words, win_end):
             u.tail, u.tail_for = words, int(round(win_end * MODEL_RATE))
             u.decoded_to = u.window_start
@@ -444,7 +446,9 @@ class StreamSession:
             self._end_sentence(u)
             done = int(round(win_end * MODEL_RATE))
             while u.ends and u.ends[0] <= done:
-                u.spoken_to.pop(u.ends.popleft(), None)
+                e = u.ends.popleft()
+                u.spoken_to.pop(e, None)
+                u.began.pop(e, None)
             u.pause_ends = {p: e for p, e in u.pause_ends.items() if e > done}
             if u.force_at is not None and u.force_at <= done:
                 u.force_at = None
@@ -526,7 +530,9 @@ class StreamSession:
             return r
         lang = req.language if req.language not in (None, "auto") else r.language
         script = script_for(lang, self.zh_script) if lang == "zh" else "as_is"
-        before = u.buffer.committed[-1].word if u.buffer.committed else ""
+        # (a new run's first word follows the last final: a Latin word after "…用Python" is
+        # spaced from it, not glued as if Whisper had split one word across two finals)
+        before = u.buffer.committed[-1].word if u.buffer.committed else self._committed_text
         return replace(r, words=tuple(convert_words(split_words(r.words), script, before)))
 
     def _waits_for_language(self, u: Run, end: int) -> bool:

@@ -114,9 +114,9 @@ class StreamOptions:
     # or a click before speech, beam search still writes a word ("Yeah." p 0.18 for en-07's
     # first 0.8 s, where greedy steps had heard "you" and "Okay.", and the invented word then
     # led the next decodes as their prefix: "Yeah. Then it may make me"). Replayed in real
-    # time (bench.replay --threads 1 --offsets 0.11): real/ 22.24 -> 22.00 %, en-07 starts
-    # "They may make me", en-03 52.1 -> 50.8, every other file word for word; zh/ (base) the
-    # same characters. 0: never.
+    # time (bench.replay --threads 1 --offsets 0.11): en-07 starts "They may make me" (29.5 %
+    # either way: later clips moved both ways), every other file word for word (real/ 22.24 %
+    # both); zh/ (base) the same characters. 0: never.
     doubted_end_ms: int = 1500
     # an utterance that starts this soon after the previous one ended continues its window
     join_gap_ms: int = 2000

@@ -108,6 +108,7 @@ class Run:
         self.main_for: int | None = None  # the draft read a window ending here: main's turn
         self.main_to = start  # where the main model's last reading ended
         self.spoken_to: dict[int, int] = {}  # utterance end -> where its speech stopped
+        self.began: dict[int, int] = {}  # utterance end -> where that utterance started
         # an end decode's words, held while the window is read again past them (tail_check_ms)
         self.tail: list[Word] | None = None
         self.tail_for = -1  # ... and the utterance end they were held for (once per end)

@@ -239,3 +239,29 @@ def test_a_new_language_after_a_long_pause_is_not_prompted_with_the_last_ones_te
     assert later and not any("門鈴" in r.prompt or "Wi-Fi" in r.prompt for r in later), \
         [r.prompt for r in later]
     assert text_of(events).endswith("日本coaster小巴车。")  # nothing lost
+
+
+def test_a_latin_word_starting_an_utterance_is_spaced_from_the_last_final_not_glued():
+    """A new run's first word was converted as if nothing came before it, lost its space, and
+    read as a word Whisper split across two finals: "我们用Python" then "OK了" after a pause
+    came out "我们用PythonOK了" in every transcript."""
+    from whisperwire.server.text import finals_text, glued
+
+    rng = np.random.default_rng(4)
+    said = [("我们", 0.5), ("用", 0.3), (" Python", 0.6), (None, 3.0), (" OK", 0.4), ("了", 0.3)]
+    parts, truth, t = [np.zeros(SR // 2, np.float32)], [], 0.5
+    for w, d in said:
+        if w is None:
+            parts.append(np.zeros(int(d * SR), np.float32))
+        else:
+            parts.append((0.3 * rng.standard_normal(int(d * SR))).astype(np.float32))
+            parts.append(np.zeros(int(0.15 * SR), np.float32))
+            truth.append((w, t, t + d))
+            d += 0.15
+        t += d
+    parts.append(np.zeros(SR * 2, np.float32))
+    events, _ = drive(np.concatenate(parts), truth, "zh")
+    fin = [e for e in events if isinstance(e, Final)]
+    assert finals_text(fin) == "我们用Python OK了"
+    second = next(f for f in fin if "OK" in f.text)
+    assert not glued(second.words)

@@ -256,8 +256,6 @@ def test_a_lone_stream_whose_steps_lag_reads_its_careful_windows_with_less_conte
         assert kept_short > 0.8 * len(careful)
 
 
-
-
 def test_finalize_mid_utterance_flushes_everything_heard():
     audio, truth = make_stream(10, lead_s=0.5)
     cut = int((truth[6][2] + 0.05) * SR)  # stop right after word 6
@@ -1835,11 +1833,12 @@ class SliverDecoder(ScriptedDecoder):
         super().__init__(truth[1:])
         self.sound = truth[0]
         self.sure = sure
+        self.gap_s = 1.0  # a window reaching this far past the sound hears the words after it
 
     def __call__(self, req: DecodeRequest) -> DecodeResult:
         r = super().__call__(replace(req, prefix=req.prefix.replace("Yeah.", "").strip()))
         _, s, e = self.sound
-        if req.offset + req.duration > e + 1.0 or req.offset >= e:
+        if req.offset + req.duration > e + self.gap_s or req.offset >= e:
             return r
         p = 0.9 if self.sure else 0.18
         said = Word(" Yeah.", s - req.offset, e - req.offset, p)
@@ -1847,17 +1846,22 @@ class SliverDecoder(ScriptedDecoder):
 
 
 @pytest.mark.parametrize("sure", [False, True])
-def test_a_short_first_utterance_whose_every_word_is_doubted_says_nothing(sure):
+@pytest.mark.parametrize("cost_s", [0.0, 0.3])
+def test_a_short_first_utterance_whose_every_word_is_doubted_says_nothing(sure, cost_s):
     """An end decode of an utterance shorter than ``doubted_end_ms`` that doubts every word it
-    places (p < ``commit_probability``) says nothing; a sure word there is kept."""
+    places (p < ``commit_probability``) says nothing; a sure word there is kept. ``cost_s``:
+    decodes take that long, so the next speech has started (and joined the run) by the time
+    the sliver's end decode is back, as on en-07."""
     lead = np.zeros(SR, np.float32)
     sound = (0.3 * np.random.default_rng(2).standard_normal(SR // 2)).astype(np.float32)
-    gap = np.zeros(SR, np.float32)  # longer than the hangover: the VAD ends the utterance
+    gap = np.zeros(int(0.6 * SR), np.float32)  # longer than the hangover: the VAD ends it
     words, truth = make_stream(8, lead_s=0.0)
-    truth = [("Yeah.", 1.0, 1.5)] + [(t, a + 2.5, b + 2.5) for t, a, b in truth]
+    truth = [("Yeah.", 1.0, 1.5)] + [(t, a + 2.1, b + 2.1) for t, a, b in truth]
     dec = SliverDecoder(truth, sure)
-    ev = drive(StreamSession(StreamOptions(), energy_vad()), dec,
-               np.concatenate([lead, sound, gap, words]))
+    dec.gap_s = 0.6
+    s = StreamSession(StreamOptions(), energy_vad())
+    audio = np.concatenate([lead, sound, gap, words])
+    ev = drive_timed(s, dec, audio, lambda r: cost_s) if cost_s else drive(s, dec, audio)
     text = " ".join(f.text for f in finals(ev))
     assert text == ("Yeah. " if sure else "") + " ".join(f"w{i}" for i in range(8))
 
@@ -1876,3 +1880,24 @@ def test_the_doubted_last_word_of_a_longer_utterance_is_still_said():
 
     ev = drive(StreamSession(StreamOptions(), energy_vad()), doubting, audio)
     assert " ".join(f.text for f in finals(ev)).split() == [t for t, _, _ in truth]
+
+
+def test_a_doubted_sliver_never_takes_an_earlier_utterances_words_with_it():
+    """Judged on numbers: only words of the last utterance, none of it final, all doubted, in
+    less than ``doubted_end_ms``. A backlog's end decode (or a phrase held for the language
+    and joined by the next) also holds an earlier utterance's words: they stay."""
+    from whisperwire.server.judging import Judge
+    from whisperwire.server.utterance import Run
+
+    judge = Judge(StreamOptions())
+    u = Run(0)
+    # the last utterance ended at 4.0 s (or 4.6 s) and started at 3.0 s; nothing is final
+    u.began = {4 * SR: 3 * SR, int(4.6 * SR): 3 * SR}
+    late = [Word(" Yeah.", 3.1, 3.6, 0.18)]
+    assert judge.all_doubt(u, late, 4.0)
+    assert not judge.all_doubt(u, [Word(" So", 1.0, 1.4, 0.2)] + late, 4.0)  # earlier words
+    assert not judge.all_doubt(u, [replace(late[0], probability=0.6)], 4.0)  # a sure word
+    assert not judge.all_doubt(u, late, 4.6)  # 1.6 s: no sliver
+    assert not judge.all_doubt(u, late, 3.9)  # no utterance ends there (finalize)
+    u.buffer.committed_end = 3.2  # part of it is final: its doubted last word stays
+    assert not judge.all_doubt(u, [Word(" can.", 3.3, 3.6, 0.2)], 4.0)
