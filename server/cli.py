@@ -99,6 +99,7 @@ def _serve(args: argparse.Namespace) -> int:
                              slow_hold_ms=args.slow_hold_ms,
                              busy_alone_ms=args.busy_alone_ms,
                              slow_careful_context_ms=args.slow_careful_context_ms,
+                             busy_careful_context_ms=args.busy_careful_context_ms,
                              holdback_ms=args.holdback_ms,
                              tail_check_ms=args.tail_check_ms,
                              doubted_end_ms=args.doubted_end_ms,
@@ -227,6 +228,10 @@ def _policy_flags(g) -> None:  # type: ignore[no-untyped-def]
                         "keep meanwhile, when no other stream loads the decoder (0, the "
                         "default: their usual 8-10 s; 3000 cut a slow CPU's final p95 by a "
                         "third, 5.4 -> 3.5 s, for 3 points of WER)")
+    g.add_argument("--busy-careful-context-ms", type=int,
+                   default=StreamOptions.busy_careful_context_ms,
+                   help="the committed speech careful decodes (utterance ends, checks) keep "
+                        "while the decoder is saturated (0: their usual 10 s)")
     g.add_argument("--holdback-ms", type=int, default=StreamOptions.holdback_ms,
                    help="words ending this close to the window's end wait for the next decode")
     g.add_argument("--skip-retry-words", type=_count, default=StreamOptions.skip_retry_words,

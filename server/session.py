@@ -187,6 +187,11 @@ class StreamSession:
             return None
         lagging = self.samples_in < self._slow_until
         alone_slow = lagging and not busy
+        # under load a careful decode keeps less context (``busy_careful_context_ms``), but not
+        # a full window's, nor any of a stream that has more than a full window of speech not
+        # yet decoded: reading a backlog whole is what keeps flat-out input (a file, four
+        # streams sent flat out at once) as right as offline decoding
+        loaded = busy and self.backlog * 1000 < self.opt.max_window_ms
         busy = busy or lagging
         while len(self._utts) > 1 and self._utts[0].idle:
             self._utts.popleft()
@@ -208,7 +213,8 @@ class StreamSession:
         careful = kind != Kind.STEP
         busy_step = busy and not careful
         attempt = ATTEMPTS[u.retries]
-        start = self._window_from(u, end, careful, busy_step, alone_slow, attempt)
+        start = self._window_from(u, end, careful, busy_step, alone_slow, attempt,
+                                  loaded and kind != Kind.FULL)
         prefix = words_from(u.buffer.committed, start / MODEL_RATE)
         # read on past the words an end decode stopped at: they are forced, not committed (the
         # prompt is the committed text before the window, as ever)
@@ -234,7 +240,7 @@ class StreamSession:
         return req
 
     def _window_from(self, u: Run, end: int, careful: bool, busy_step: bool, alone_slow: bool,
-                     attempt: Attempt) -> int:
+                     attempt: Attempt, loaded: bool = False) -> int:
         """Where the window of the next decode of ``u`` starts (it ends at ``end``)."""
         o = self.opt
         # a careful decode reaches further back: more of what was said before is heard again
@@ -242,6 +248,8 @@ class StreamSession:
         start = self._context_start(u, o.careful_context_ms) if careful else u.window_start
         if careful and alone_slow and o.slow_careful_context_ms:
             start = max(start, self._overlap_start(u, o.slow_careful_context_ms))
+        if careful and loaded and o.busy_careful_context_ms:
+            start = max(start, self._overlap_start(u, o.busy_careful_context_ms))
         if busy_step:
             start = max(start, min(self._overlap_start(u, o.busy_overlap_ms), u.decoded_to))
         if careful and not attempt.final_audio:

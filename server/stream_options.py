@@ -53,6 +53,14 @@ class StreamOptions:
     # accuracy-zen1-slow-careful.md): speed bought with words, so off unless asked for. Under
     # other streams' load careful decodes keep their context. 0: the same as ever.
     slow_careful_context_ms: int = 0
+    # ... and while the engine is saturated (``next_decode(busy=True)``), but not for a full
+    # window, nor for a stream with more than a full window not yet decoded (flat-out input):
+    # careful decodes (utterance ends, checks) were 42 % of the decode time at 16 streams.
+    # 16 streams of the four recordings on 2 cores (bench run --mix, two runs each): final p95
+    # over all 3.90, 4.31 -> 2.68, 3.03 s, median lag growth 0.84, 0.83 -> 0.11, 0.32 s, the
+    # median stream's WER against offline -1.0, -1.3 -> +0.0, -0.3 points (en-08 streams ~5
+    # points worse); bench capacity 10 -> 14 streams. 0: the same as ever.
+    busy_careful_context_ms: int = 4000
     # A window this long commits all but its last ``stall_keep_ms`` even without agreement: this
     # bounds both the cost of a decode and a session's lag when the decoder falls behind.
     max_window_ms: int = 15000
