@@ -231,6 +231,7 @@ def ctrl_c_sets(stop: asyncio.Event) -> None:
 
 ENDED_EARLY = {
     "server_shutdown": "the server is shutting down",
+    "replica_lost": "the server lost the session (a Ray replica that stalled); run it again",
     "idle_timeout": "nothing was sent for too long",
     "max_duration": "the session reached the server's length limit",
     "too_many_errors": "too many errors",

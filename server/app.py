@@ -110,6 +110,17 @@ class WhisperWire:
                                lambda: self.hub.viewer_count)
         self.live: set[ListenConnection] = set()
         self.draining = asyncio.Event()
+        if hasattr(self.hub, "on_lost"):  # a cluster's hub: its directory may end a claim
+            self.hub.on_lost = self.lose_session
+
+    def lose_session(self, sid: str) -> None:
+        """The cluster's directory ended this replica's claim on ``sid`` (it stalled past its
+        lease): the speaker's finals no longer reach the channel, so the speaker is ended with
+        ``closed(replica_lost)`` and close code 1012, and reconnects (the page does) to a
+        replica that holds the channel."""
+        for c in list(self.live):
+            if c.sid == sid:
+                c.shutdown("replica_lost")
 
     # -- admission ---------------------------------------------------------------------------
     def unready(self) -> str | None:

@@ -29,6 +29,7 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from . import wire
@@ -85,9 +86,18 @@ class Directory:
         self.retention_s, self.lease_s = retention_s, lease_s
         self.channels: dict[str, _Channel] = {}
         self.seen: dict[str, float] = {}  # owner -> last lease renewal
+        self.lost: dict[str, dict[str, int]] = {}  # owner -> its claims the reaper ended
         self.pids: dict[str, int] = {}
         self._claims = 0
         self._reaper: asyncio.Task | None = None
+
+    def configure(self, retention_s: float, lease_s: float) -> None:
+        """The deployment's settings: each replica that attaches brings them, so a redeploy
+        with new ones applies them to the directory that outlived the last deployment."""
+        self.retention_s, self.lease_s = retention_s, lease_s
+
+    def settings(self) -> tuple[float, float]:
+        return self.retention_s, self.lease_s
 
     def _start(self) -> None:
         if self._reaper is None:
@@ -150,12 +160,16 @@ class Directory:
         ch.ended_at = time.monotonic()
         ch.bump()
 
-    async def renew(self, owner: str, pid: int = 0) -> None:
-        """A replica's lease: its channels stay live while it renews."""
+    async def renew(self, owner: str, pid: int = 0) -> dict[str, int]:
+        """A replica's lease: its channels stay live while it renews. Returns the claims it
+        lost meanwhile (it stalled past ``lease_s``: a paused VM, a partition), so that it
+        ends those speakers instead of decoding for a channel that no longer takes its
+        finals."""
         self._start()
         self.seen[owner] = time.monotonic()
         if pid:
             self.pids[owner] = pid
+        return self.lost.pop(owner, {})
 
     async def snapshot(self, session: str) -> dict | None:
         ch = self.channels.get(session)
@@ -215,6 +229,7 @@ class Directory:
         log.warning("session=%s event=replica_lost owner=%s", ch.session, ch.owner)
         # (on the channel's clock, as every event its viewers get; _end takes the speaker's)
         closed = wire.encode(wire.Closed("replica_lost", ch.offset + ch.heard))
+        self.lost.setdefault(ch.owner, {})[ch.session] = ch.claim
         ch.bump()
         ch.log.append((ch.seq, closed))
         ch.closed, ch.partial = closed, None
@@ -223,13 +238,17 @@ class Directory:
 
 def directory(retention_s: float = 3600.0, lease_s: float = 10.0) -> Any:
     """The cluster's directory actor: the running one, or a new detached one (it outlives the
-    replica that created it; ``ray stop`` ends it). Needs a connected Ray."""
+    replica that created it; ``ray stop`` ends it), with these settings either way (a running
+    one kept the first deployment's: a redeploy's ``_RETENTION_MINUTES`` was ignored). Needs
+    a connected Ray."""
     import ray
 
     actor = ray.remote(Directory).options(
         name=NAME, namespace=NAMESPACE, lifetime="detached", get_if_exists=True, num_cpus=0,
         max_concurrency=10_000, max_restarts=-1)
-    return actor.remote(retention_s, lease_s)
+    handle = actor.remote(retention_s, lease_s)
+    handle.configure.remote(retention_s, lease_s)
+    return handle
 
 
 @dataclass
@@ -250,6 +269,8 @@ class ClusterHub(Hub):
         super().__init__(retention_s, max_viewers)
         self.actor, self.owner, self.timeout_s, self.pid = actor, owner, timeout_s, pid
         self._claims: dict[str, int] = {}
+        # called with a session id whose claim the directory ended (the app ends its speaker)
+        self.on_lost: Callable[[str], None] | None = None
         self._batches: dict[str, int] = {}
         self._mirrors: dict[str, _Mirror] = {}
 
@@ -263,10 +284,20 @@ class ClusterHub(Hub):
             raise ClientError("not_ready", "the session directory is unreachable") from None
 
     async def renew_forever(self, every_s: float = 1.0) -> None:
-        """Keep this replica's lease (run as a task for the replica's life)."""
+        """Keep this replica's lease (run as a task for the replica's life); a speaker whose
+        claim the directory ended meanwhile is told so (``on_lost``)."""
         while True:
+            lost: dict[str, int] = {}
             with contextlib.suppress(Exception):
-                self.actor.renew.remote(self.owner, self.pid)
+                lost = await asyncio.wait_for(
+                    asyncio.wrap_future(self.actor.renew.remote(self.owner, self.pid).future()),
+                    self.timeout_s) or {}
+            for sid, claim in lost.items():
+                if self._claims.get(sid) == claim:
+                    self._claims.pop(sid, None)  # its finals would be ignored: send none
+                    log.warning("session=%s event=claim_lost (this replica stalled)", sid)
+                    if self.on_lost is not None:
+                        self.on_lost(sid)
             await asyncio.sleep(every_s)
 
     # -- speakers (local while live) ---------------------------------------------------------

@@ -165,7 +165,8 @@ class ListenConnection:
                              view_token=auth.view_token(self.sid) if auth.enabled else None))
 
     def close_code(self, reason: str) -> int:
-        return 1011 if reason == "decode_failed" else 1000
+        # (1012, service restart: connect again; the page and the CLI do)
+        return {"decode_failed": 1011, "replica_lost": 1012}.get(reason, 1000)
 
     async def _finish(self, reason: str, writer: asyncio.Task, pump: asyncio.Task,
                       ticker: asyncio.Task) -> None:

@@ -13,7 +13,7 @@ import logging
 import re
 from urllib.parse import unquote_plus
 
-__all__ = ["RedactTokens", "install_redaction", "redact"]
+__all__ = ["RedactTokens", "event_lines_to_stderr", "install_redaction", "redact"]
 
 _QUERY_TOKEN = re.compile(r"((?:^|[?&;_\s\"'])token=)[^&;\s\"']*", re.IGNORECASE)
 # a query parameter whose name is percent-encoded ("%74oken=" is "token=" to the server)
@@ -86,3 +86,18 @@ def install_redaction() -> None:
         logger = logging.getLogger(name)
         if _FILTER not in logger.filters:
             logger.addFilter(_FILTER)
+
+
+def event_lines_to_stderr(level: int = logging.INFO) -> None:
+    """Our one-line events (``event=open``, ``event=closed``, ``event=drained`` ...) on stderr
+    where nothing else would print them: in a Ray Serve replica, Serve configures only its own
+    logger, and Python's last-resort handler prints warnings and worse only, so a replica's
+    log had none of them. (``whisperwire serve`` configures logging itself.)"""
+    ours = logging.getLogger("whisperwire")
+    if ours.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_FILTER)
+    ours.addHandler(handler)
+    ours.setLevel(level)

@@ -30,6 +30,7 @@ from .app import ServerConfig, create_app
 from .auth import AuthConfig, load_token_file
 from .cluster_hub import ClusterHub, directory
 from .engine import EngineOptions
+from .logs import event_lines_to_stderr
 
 __all__ = ["WhisperWire", "app", "config_from_env", "replica_cpus"]
 
@@ -87,6 +88,7 @@ class WhisperWire:
     """One replica: the app, its engine, and its hub on the cluster's directory."""
 
     async def __init__(self) -> None:
+        event_lines_to_stderr()  # the replica's log (worker-*.err) gets our event lines
         self.config = config_from_env()
         ctx = serve.get_replica_context()
         name = ray.get_runtime_context().get_actor_name() or ctx.replica_tag

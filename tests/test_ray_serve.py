@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from pathlib import Path
 import signal
 import socket
 import time
@@ -123,6 +124,12 @@ def test_two_speakers_and_their_viewers_through_the_proxy(cluster):
         assert wer(ref, hyp) <= 0.25, (sid, hyp)
     owners = {ray.get(cluster["hub"].owner.remote(sid))["owner"] for sid in CLIPS}
     print(f"speakers were on {len(owners)} replica(s)")
+    # each session's event lines are in the replicas' logs, as `whisperwire serve` prints them
+    # (under Serve they went nowhere: only warnings reached a log)
+    logs = Path(ray._private.worker._global_node.get_logs_dir_path())  # noqa: SLF001
+    text = "".join(p.read_text(errors="replace") for p in logs.rglob("*.err"))
+    for sid in CLIPS:
+        assert f"session={sid} event=open" in text and f"session={sid} event=closed" in text
 
 
 @pytest.mark.timeout(120)
@@ -207,6 +214,26 @@ def test_viewers_on_another_replica_get_one_process_guarantees(cluster):
     assert [m.text for m in tail if isinstance(m, wire.Final)] == ["kept"]
     assert tail[-1].reason == "replica_lost" and [f.text for f in lost.finals] == ["kept"]
     assert not lost.live
+
+
+@pytest.mark.timeout(60)
+def test_a_redeploy_brings_its_retention_and_lease_to_the_running_directory(cluster):
+    """The directory outlives a deployment; a later one's ``_RETENTION_MINUTES`` and
+    ``_LEASE_S`` were ignored (attached with get_if_exists, it kept the first's)."""
+    import ray
+
+    from whisperwire.server.cluster_hub import directory
+
+    hub = cluster["hub"]
+    before = ray.get(hub.settings.remote())
+    try:
+        directory(6.0, 2.0)  # what a replica of a redeploy with other settings calls
+        deadline = time.monotonic() + 10
+        while ray.get(hub.settings.remote()) != (6.0, 2.0):
+            assert time.monotonic() < deadline, ray.get(hub.settings.remote())
+            time.sleep(0.05)
+    finally:
+        directory(*before)
 
 
 def test_the_directory_applies_a_speakers_calls_in_their_order():
@@ -320,6 +347,38 @@ def test_a_killed_replica_ends_its_sessions_and_keeps_their_finals(cluster):
     msgs, code = run(speak(url, s16(load16k("LJ001-0002.wav")), session="ray-after"))
     assert code == 1000 and _finals(msgs), msgs
     assert ray.get(actor.owner.remote("ray-after"))["pid"] != 0
+
+
+@pytest.mark.timeout(180)
+def test_a_replica_that_stalls_past_its_lease_ends_its_speaker_who_can_come_back(cluster):
+    """A replica paused longer than the lease (a paused VM, a partition; here SIGSTOP) lost
+    its claim, and on waking went on decoding: its speaker got every final and a normal
+    close while the channel silently dropped them, and a second speaker was let in under the
+    same id. Now it learns the claim is gone, ends its speaker with ``closed(replica_lost)``
+    and 1012, and the speaker who connects again continues the channel."""
+    url, http, actor = cluster["url"], cluster["http"], cluster["hub"]
+    pcm = s16(_audio([f"LJ001-00{i:02d}.wav" for i in range(10, 16)]))
+
+    async def go() -> tuple:
+        speaker = asyncio.create_task(speak(url, pcm, session="ray-stalls", pause=0.9,
+                                            timeout=90))
+        info = await _live(actor, "ray-stalls")
+        await asyncio.sleep(4.0)  # some finals first
+        os.kill(info["pid"], signal.SIGSTOP)
+        await asyncio.sleep(LEASE_S + 3)
+        os.kill(info["pid"], signal.SIGCONT)
+        return await speaker
+
+    spoken, code = run(go())
+    closed = [m for m in spoken if isinstance(m, wire.Closed)]
+    assert code == 1012 and closed and closed[-1].reason == "replica_lost", (code, closed)
+    kept = httpx.get(f"{http}/v1/sessions/ray-stalls/transcript.json", timeout=30).json()
+    before = len(kept["finals"])
+    assert before >= 1
+    msgs, code = run(speak(url, s16(load16k("LJ001-0002.wav")), session="ray-stalls"))
+    assert code == 1000 and _finals(msgs), msgs  # the channel takes its speaker again
+    after = httpx.get(f"{http}/v1/sessions/ray-stalls/transcript.json", timeout=30).json()
+    assert after["finals"][:before] == kept["finals"] and len(after["finals"]) > before
 
 
 @pytest.mark.timeout(240)

@@ -123,8 +123,9 @@ function onSpeakerMessage(m, ws, started) {
   } else if (m.type === "status") {
     $("latency").textContent = `lag ${m.lag.toFixed(1)} s`;
   } else if (m.type === "closed") {
-    // the server ended the session on purpose; only a server restart is worth following
-    if (m.reason !== "server_shutdown") { state.link.stop(); releaseMic(); }
+    // the server ended the session on purpose; only a server restart, or a Ray replica that
+    // lost the session (another one holds the channel), is worth following
+    if (!["server_shutdown", "replica_lost"].includes(m.reason)) { state.link.stop(); releaseMic(); }
     setStatus("stopped", "idle");
     say(`${explainClosed(m.reason)} ${m.audio_seconds.toFixed(1)} s of audio.`);
   } else {

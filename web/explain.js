@@ -42,6 +42,7 @@ export function explainClosed(reason) {
     case "too_many_errors": return "Stopped: the server got too many bad messages from this page.";
     case "slow_consumer": return "Stopped: this page could not keep up with the captions.";
     case "server_shutdown": return "The server is shutting down.";
+    case "replica_lost": return "This server lost the session; reconnecting.";
     default: return `Stopped (${reason}).`;
   }
 }
