@@ -2,8 +2,11 @@
 
 A fixed session id is a channel: the server keeps a viewer's socket open when a speaker ends
 (it sends ``closed``) and the next speaker under the same id continues on it. So by default this
-command follows the channel across restarts until Ctrl-C or until the server closes the socket;
-``--once`` stops at the first ``closed``.
+command follows the channel across restarts until Ctrl-C; ``--once`` stops at the first
+``closed``. A connection that drops (a server restarted, a Ray replica scaled down or lost
+while the session goes on elsewhere) is opened again, as the viewer page does, and the finals
+the server replays are not printed twice; when the server cannot be reached again, or
+``--once`` loses it before ``closed``, the command says so and exits 1.
 """
 
 from __future__ import annotations
@@ -20,24 +23,36 @@ from .connect import check_output, parse_event, run_client, ws_url
 from .printer import CaptionPrinter
 from .stream import ctrl_c_sets, write_output
 
-__all__ = ["main", "watch", "watch_when_live"]
+__all__ = ["Lost", "follow_channel", "main", "watch", "watch_when_live"]
+
+
+class Lost(Exception):
+    """The viewer's connection ended before it was done (no ``closed`` with ``--once``, or the
+    server gone while following and not back)."""
+
+
+RETRIES_S = (1, 2, 4, 8, 15, 15, 15, 15)  # reconnect waits, as the viewer page's: ~75 s
 
 
 async def watch(url: str, session: str, on_message: Callable[[wire.Message], None],
                 token: str | None = None, *, follow: bool = False,
-                stop: asyncio.Event | None = None) -> list[wire.Message]:
+                stop: asyncio.Event | None = None, lost: list[bool] | None = None
+                ) -> list[wire.Message]:
     """Everything the server sends a viewer of ``session``: up to the first ``closed``, or with
     ``follow`` until the server closes the socket. Setting ``stop`` ends it early (the messages
-    so far are returned). Messages of unknown types are skipped."""
+    so far are returned). Messages of unknown types are skipped. ``lost`` (if given) gets
+    ``True`` appended when the socket closed before that."""
     import websockets
 
     out: list[wire.Message] = []
+    done = False
     full = f"{url.rstrip('/')}/v1/sessions/{quote(session, safe='')}/events"
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with websockets.connect(full, max_size=None, open_timeout=30,
                                   additional_headers=headers) as ws:
 
         async def read() -> None:
+            nonlocal done
             try:
                 async for raw in ws:
                     m = parse_event(raw)
@@ -45,7 +60,10 @@ async def watch(url: str, session: str, on_message: Callable[[wire.Message], Non
                         continue
                     out.append(m)
                     on_message(m)
+                    if isinstance(m, wire.Error) and not out[:-1]:
+                        done = True  # refused (unknown_session ...): an answer, not a loss
                     if isinstance(m, wire.Closed) and not follow:
+                        done = True
                         return
             except websockets.ConnectionClosed:
                 pass
@@ -55,19 +73,63 @@ async def watch(url: str, session: str, on_message: Callable[[wire.Message], Non
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         for t in waits:
             t.cancel()
+    if lost is not None and not done and not (stop is not None and stop.is_set()):
+        lost.append(True)
     return out
+
+
+async def follow_channel(url: str, session: str, on_message: Callable[[wire.Message], None],
+                         token: str | None = None, *, follow: bool = True,
+                         stop: asyncio.Event | None = None,
+                         waits_s: tuple[float, ...] | None = None) -> list[wire.Message]:
+    """:func:`watch_when_live`, opened again whenever the connection drops (``--once``: before
+    ``closed``): finals the server replays to a viewer that joins (those up to the last segment
+    shown) are skipped. Raises :class:`Lost` once the server cannot be reached again."""
+    import websockets
+
+    waits_s = RETRIES_S if waits_s is None else waits_s
+
+    out: list[wire.Message] = []
+    seen = -1
+
+    def fresh(m: wire.Message) -> None:
+        nonlocal seen
+        if isinstance(m, wire.Final):
+            if m.segment <= seen:
+                return
+            seen = m.segment
+        out.append(m)
+        on_message(m)
+
+    tries = 0
+    while True:
+        lost: list[bool] = []
+        try:
+            await watch_when_live(url, session, fresh, token=token, follow=follow, stop=stop,
+                                  lost=lost)
+        except (OSError, TimeoutError, websockets.InvalidHandshake) as exc:
+            if tries >= len(waits_s):
+                raise Lost(f"lost the server at {url} and could not reach it again "
+                           f"({exc})") from None
+            lost.append(True)
+        if not lost or (stop is not None and stop.is_set()):
+            return out
+        if tries >= len(waits_s):
+            raise Lost(f"the connection to {url} kept dropping; gave up after {tries} tries")
+        await asyncio.sleep(waits_s[tries])
+        tries += 1
 
 
 async def watch_when_live(url: str, session: str, on_message: Callable[[wire.Message], None],
                           retry_s: float = 1.0, token: str | None = None, *,
-                          follow: bool = False, stop: asyncio.Event | None = None
-                          ) -> list[wire.Message]:
+                          follow: bool = False, stop: asyncio.Event | None = None,
+                          lost: list[bool] | None = None) -> list[wire.Message]:
     """Like :func:`watch`, but waits for a session that has not started yet."""
     told = False
     while True:
         msgs = await watch(url, session,
                            lambda m: None if isinstance(m, wire.Error) else on_message(m), token,
-                           follow=follow, stop=stop)
+                           follow=follow, stop=stop, lost=lost)
         if msgs and isinstance(msgs[0], wire.Error) and msgs[0].code == "unknown_session":
             if stop is not None and stop.is_set():
                 return []
@@ -92,19 +154,32 @@ def main(args: Any) -> int:
         check_output(args.output)
         printer = CaptionPrinter(one_per_line=getattr(args, "lines", False))
 
-        async def go() -> list[wire.Message]:
+        msgs: list[wire.Message] = []
+
+        def show(m: wire.Message) -> None:
+            msgs.append(m)
+            printer(m)
+
+        async def go() -> None:
             stop = asyncio.Event()
             ctrl_c_sets(stop)  # Ctrl-C: stop watching, still save --output
-            return await watch_when_live(url, args.session, printer, token=args.token,
-                                         follow=not getattr(args, "once", False), stop=stop)
+            await follow_channel(url, args.session, show, token=args.token,
+                                 follow=not getattr(args, "once", False), stop=stop)
 
-        msgs = asyncio.run(go())
+        lost = None
+        try:
+            asyncio.run(go())
+        except Lost as exc:
+            lost = exc
         printer.close()
         finals = [m for m in msgs if isinstance(m, wire.Final)]
         errors = [m for m in msgs if isinstance(m, wire.Error)]
-        if args.output:
+        if args.output:  # (what came before a loss too)
             held = write_output(args.output, finals)
             print(f"-- saved {held} to {args.output}", file=sys.stderr)
+        if lost is not None:
+            print(f"whisperwire: {lost}", file=sys.stderr)
+            return 1
         if errors and not finals:
             return 1
         return 0

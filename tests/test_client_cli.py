@@ -303,3 +303,73 @@ def test_captions_follows_until_ctrl_c_and_then_saves(live_server, tmp_path):
     assert viewer.returncode == 0 and "Traceback" not in stderr, stderr
     assert stdout.split() == res.text.split()
     assert "saved" in stderr and "-->" in out.read_text()
+
+
+class DroppingViewerServer:
+    """A server that plays a viewer's channel and drops connections, as a Ray replica that is
+    scaled down or lost does while the session goes on elsewhere: ``plays[i]`` is what the
+    i-th connection gets (finals by segment, "closed"), then the socket drops; once they run
+    out it stops listening. (The server is the stand-in here; the CLI is what is tested.)"""
+
+    def __init__(self, plays):
+        self.plays, self.connections = list(plays), 0
+
+    async def handler(self, ws):
+        self.connections += 1
+        play = self.plays.pop(0) if self.plays else []
+        for item in play:
+            if item == "closed":
+                await ws.send(wire.encode(wire.Closed("client_close", 3.0)))
+            else:
+                w = wire.Word(f" w{item}", item, item + 0.5, 0.9)
+                await ws.send(wire.encode(wire.Final(item, f"w{item}", item, item + 0.5, (w,))))
+        ws.transport.abort()  # no close frame: the connection is lost
+        if not self.plays:
+            self.server.close()
+
+    async def __aenter__(self):
+        import websockets
+
+        self.server = await websockets.serve(self.handler, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        self.url = f"ws://127.0.0.1:{port}"
+        return self
+
+    async def __aexit__(self, *exc):
+        self.server.close()
+
+
+@pytest.mark.timeout(60)
+def test_captions_reconnects_when_the_connection_drops_and_prints_each_final_once():
+    """A viewer whose replica went away exited 0 without a word while the session went on
+    elsewhere (Ray scale-down, a lost replica). It now opens the channel again and skips the
+    finals the server replays to a joining viewer."""
+    async def go():
+        async with DroppingViewerServer([[0, 1], [0, 1, 2, "closed"]]) as srv:
+            seen = []
+            await captions.follow_channel(srv.url, "s", seen.append, follow=False,
+                                          waits_s=(0.05, 0.05))
+            return srv.connections, seen
+
+    connections, seen = asyncio.run(go())
+    assert connections == 2
+    assert [m.segment for m in seen if isinstance(m, wire.Final)] == [0, 1, 2]
+    assert isinstance(seen[-1], wire.Closed)
+
+
+@pytest.mark.timeout(60)
+def test_captions_says_so_and_fails_when_the_server_does_not_come_back(tmp_path, capsys,
+                                                                      monkeypatch):
+    monkeypatch.setattr(captions, "RETRIES_S", (0.05, 0.05))
+    out = tmp_path / "t.txt"
+
+    async def serve_then_main():
+        async with DroppingViewerServer([[0, 1]]) as srv:
+            args = Namespace(url=srv.url, session="s", token=None, output=str(out),
+                                      once=False, lines=False)
+            return await asyncio.to_thread(captions.main, args)
+
+    assert asyncio.run(serve_then_main()) == 1
+    err = capsys.readouterr().err
+    assert "could not reach it again" in err or "kept dropping" in err, err
+    assert out.read_text().split() == ["w0", "w1"]  # what came before the loss is saved
