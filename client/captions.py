@@ -101,19 +101,22 @@ async def follow_channel(url: str, session: str, on_message: Callable[[wire.Mess
         out.append(m)
         on_message(m)
 
-    tries = 0
+    tries, dropped = 0, False
     while True:
         lost: list[bool] = []
         try:
             await watch_when_live(url, session, fresh, token=token, follow=follow, stop=stop,
                                   lost=lost)
         except (OSError, TimeoutError, websockets.InvalidHandshake) as exc:
+            if not dropped:
+                raise  # never reached: said at once, as every command does (exit 2)
             if tries >= len(waits_s):
                 raise Lost(f"lost the server at {url} and could not reach it again "
                            f"({exc})") from None
             lost.append(True)
         if not lost or (stop is not None and stop.is_set()):
             return out
+        dropped = True
         if tries >= len(waits_s):
             raise Lost(f"the connection to {url} kept dropping; gave up after {tries} tries")
         await asyncio.sleep(waits_s[tries])
