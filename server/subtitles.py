@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Iterable
 
-from .text import (append_piece, display_width, finals_text, glued, join_units,
+from .text import (display_width, finals_text, join_units,
                    split_units, wrap_units)
 from .wire import Final, Word
 
@@ -138,14 +138,14 @@ def to_vtt(finals: Iterable[Final], opt: CueOptions | None = None) -> str:
 
 def to_txt(finals: Iterable[Final]) -> str:
     """One line per utterance."""
-    lines, cur = [], ""
+    lines, cur = [], []
     for f in finals:
-        cur = append_piece(cur, f.text, glued(f.words))
+        cur.append(f)
         if f.eou:
-            lines.append(cur)
-            cur = ""
+            lines.append(finals_text(cur))
+            cur = []
     if cur:
-        lines.append(cur)
+        lines.append(finals_text(cur))
     return "\n".join(lines) + ("\n" if lines else "")
 
 

@@ -102,12 +102,13 @@ def append_piece(text: str, piece: str, glue: bool = False) -> str:
 
 
 def finals_text(finals: Iterable) -> str:
-    """Finals as one text, joined word by word where they carry words: a word Whisper split
-    across two finals ("Wi" | "Fi", the second without a leading space) comes out whole."""
-    finals = list(finals)
-    if all(f.words for f in finals):
-        return join_units(w.word for f in finals for w in f.words)
-    return join_texts(f.text for f in finals)
+    """Finals as one text, each after the last as :func:`append_piece` puts it: a word Whisper
+    split across two finals ("Wi" | "Fi", the second without a leading space) comes out whole.
+    The one rule for every transcript, delta and line that joins finals."""
+    text = ""
+    for f in finals:
+        text = append_piece(text, f.text, glued(f.words))
+    return text
 
 
 def tidy(text: str) -> str:
