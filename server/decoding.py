@@ -17,7 +17,8 @@ class DecodeRequest:
 
     ``prefix`` is text already committed for the start of ``audio`` (forced as the decoder's
     first tokens, so the result continues after it and never repeats it); ``prompt`` is earlier
-    text, given as context only.
+    text, given as context only, of which the engine keeps the last tokens; ``user_prompt`` is
+    the client's own (names, terms), given whole before it.
     """
 
     id: int
@@ -25,6 +26,7 @@ class DecodeRequest:
     offset: float  # stream seconds of audio[0]
     prompt: str = ""
     prefix: str = ""
+    user_prompt: str = ""
     language: str | None = None  # None: the model's own; "auto": detect
     task: str = "transcribe"
     final: bool = False  # the window reaches the end of an utterance

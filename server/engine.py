@@ -460,11 +460,18 @@ class Engine:
             return "alone", id(r)
 
     def _previous(self, r: DecodeRequest) -> list[int]:
-        """The last ``prompt_tokens`` of the request's previous text, as tokens (they do not
-        depend on the language: Whisper's BPE is shared)."""
-        if not r.prompt.strip() or not self.opt.prompt_tokens:
-            return []
-        return self._tokenizer(r.task, None).encode(" " + r.prompt.strip())[-self.opt.prompt_tokens:]
+        """The request's previous text as ``prompt_tokens`` tokens: its user prompt whole (up
+        to that many), then the last tokens of its earlier text (they do not depend on the
+        language: Whisper's BPE is shared). A count, not a span of text: windows share a
+        CTranslate2 call only with prompts of one length, and every session past its first
+        sentences has that many."""
+        n = self.opt.prompt_tokens
+        tok = self._tokenizer(r.task, None)
+        own = tok.encode(" " + r.user_prompt.strip())[:n] if r.user_prompt.strip() else []
+        room = n - len(own)
+        if room <= 0 or not r.prompt.strip():
+            return own
+        return own + tok.encode(" " + r.prompt.strip())[-room:]
 
     def _count(self, **deltas: float) -> None:
         with self._stats_lock:

@@ -224,6 +224,7 @@ class StreamSession:
             audio=np.ascontiguousarray(u.audio(start, end), dtype=np.float32),
             offset=start / MODEL_RATE,
             prompt=self._prompt(prefix) if attempt.prompt else "",
+            user_prompt=self.user_prompt if attempt.prompt else "",
             prefix=join_words(forced) if attempt.prefix else "",
             language=self.detected_language if self.language in (None, "auto")
             and not self._detect_pending else self.language,
@@ -334,7 +335,7 @@ class StreamSession:
         space = tail.find(" ")
         if len(before) > self.opt.prompt_chars and 0 <= space < 20:
             tail = tail[space + 1 :]  # start on a word, where words are spaced
-        return f"{self.user_prompt} {tail}".strip()
+        return tail.strip()
 
     def failed(self, request_id: int) -> None:
         """The engine could not decode this request; its audio stays and is asked for again."""

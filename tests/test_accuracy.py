@@ -214,3 +214,34 @@ def test_a_window_that_loops_at_every_temperature_keeps_the_beam_s_words(live_se
     assert engine.stats.fallbacks == fallbacks + 4  # it did loop, and was retried each time
     assert len(texts) == 1, texts
     assert normalize(texts.pop())[:5] == ["and", "so", "my", "fellow", "americans"]
+
+
+@pytest.mark.timeout(120)
+def test_a_client_s_own_prompt_is_given_whole_however_long_the_session(live_server):
+    """A client's prompt (OpenAI's ``prompt``, Deepgram's keyterms: names and terms) went first
+    in the previous text, and the engine kept the last 64 tokens of it: once a session had
+    200 characters of history, a prompt over ~20 tokens lost its start (the terms listed
+    first). Now it is given whole, then the last tokens of the history."""
+    from test_session import ScriptedDecoder, drive, energy_vad, make_stream
+    from whisperwire.server.session import StreamSession
+    from whisperwire.server.stream_options import StreamOptions
+
+    engine = live_server.app.state.engine
+    n = engine.opt.prompt_tokens
+    user = ("Glossary: Gutenberg, Caxton, Aldus Manutius, Nicolas Jenson, Schoeffer, Fust, "
+            "incunabula, colophon.")
+    tok = engine._tokenizer("transcribe", None)
+    own = tok.encode(" " + user)
+    assert 20 < len(own) < n
+    text = references()["LJ001-0001.wav"].split() + references()["LJ001-0002.wav"].split()
+    audio, truth = make_stream(80, pause_every=7)
+    truth = [(text[k % len(text)], s, e) for k, (_, s, e) in enumerate(truth)]
+    dec = ScriptedDecoder(truth)
+    drive(StreamSession(StreamOptions(), energy_vad(), prompt=user), dec, audio)
+    late = [r for r in dec.requests if r.offset > 25 and r.prompt]
+    assert late
+    for r in late:
+        previous = engine._previous(r)
+        assert previous[: len(own)] == own and len(previous) == n
+        history = tok.encode(" " + r.prompt)
+        assert previous[len(own) :] == history[len(own) - n :]

@@ -428,13 +428,13 @@ def test_prompt_carries_committed_text_and_user_prompt():
     dec = ScriptedDecoder(truth)
     drive(s, dec, audio)
     last = dec.requests[-1]
-    assert last.prompt.startswith("Glossary: w")
+    assert last.user_prompt == "Glossary: w" and "Glossary" not in last.prompt
     # before the window: the prompt; inside it: the prefix (each word once, in order)
     names = [t for t, _, _ in truth]
     before = [t for t, _, e in truth if e <= last.offset]
     prefix = last.prefix.replace(".", "").split()
     assert len(before) >= 10 and prefix
-    assert last.prompt.replace(".", "").split()[2:] == before
+    assert last.prompt.replace(".", "").split() == before
     assert prefix == names[len(before) : len(before) + len(prefix)]
 
 
