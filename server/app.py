@@ -249,7 +249,8 @@ class WhisperWire:
         if fmt == "txt":
             return PlainTextResponse(subtitles.to_txt(finals), headers=disp)
         if fmt == "json":
-            return Response(subtitles.to_json(sid, list(t.finals), t.live, t.turns),
+            return Response(subtitles.to_json(sid, list(t.finals), t.live, t.turns,
+                                              round(t.offset if t.live else t.audio_seconds, 3)),
                             media_type="application/json")
         return JSONResponse({"error": "unknown_format", "formats": ["srt", "vtt", "txt", "json"]},
                             status_code=404)

@@ -176,7 +176,8 @@ class Directory:
         if ch is None:
             return None
         return {"seq": ch.seq, "finals": list(ch.finals), "live": ch.live, "closed": ch.closed,
-                "partial": ch.partial[1] if ch.partial else None, "turns": list(ch.turns)}
+                "partial": ch.partial[1] if ch.partial else None, "turns": list(ch.turns),
+                "offset": ch.offset, "audio_seconds": ch.audio_seconds}
 
     async def since(self, session: str, cursor: int, wait_s: float = 10.0) -> dict | None:
         """What happened on ``session`` after ``cursor``, waiting up to ``wait_s`` for
@@ -341,7 +342,9 @@ class ClusterHub(Hub):
         if snap is None:
             return None
         return Transcript(session, finals=[wire.decode(f) for f in snap["finals"]],
-                          live=snap["live"], turns=list(snap.get("turns", ())))
+                          live=snap["live"], turns=list(snap.get("turns", ())),
+                          offset=snap.get("offset", 0.0),
+                          audio_seconds=snap.get("audio_seconds", 0.0))
 
     def watch(self, session: str) -> Outbox:
         m = self._mirrors.get(session)

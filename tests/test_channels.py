@@ -63,6 +63,10 @@ def test_a_second_speaker_continues_the_channel_and_its_viewer_follows(live_serv
     cues = check_cues(httpx.get(f"{live_server.http}/v1/sessions/{sid}/transcript.srt").text,
                       vtt=False)
     assert tr["turns"] == [len(f1)]
+    # ... and where the next speaker's audio will begin on the channel's clock (a reconnecting
+    # speaker's times go there): after both speakers' audio
+    own = [m.audio_seconds for m in m1 + m2 if isinstance(m, wire.Closed)]
+    assert len(own) == 2 and tr["offset"] == pytest.approx(sum(own), abs=2e-3)
     assert [f["eou"] for f in tr["finals"]] == [f.eou for f in f1 + f2], "finals as sent"
     # each speaker's text starts its own line and cue, also when the first one's last final
     # went out without eou (jfk then LJ: "... for your country. in being comparatively modern.")
