@@ -19,7 +19,8 @@ from whisperwire.server import wire
 
 from .connect import ClientFault, check_output, run_client, ws_url
 from .printer import CaptionPrinter
-from .stream import ctrl_c_sets, finish, stream_chunks
+from .speaker import speak
+from .stream import ctrl_c_sets, finish
 
 __all__ = ["FileSource", "capture", "describe_devices", "input_devices", "main"]
 
@@ -199,7 +200,9 @@ def main(args: Any) -> int:
             stop = asyncio.Event()
             ctrl_c_sets(stop)  # Ctrl-C: stop capturing, flush, wait for the last finals
             chunks = capture(factory, rate, on_level=printer.set_level, stop=stop)
-            return await stream_chunks(url, chunks, params, on_message=printer, token=args.token)
+            # a dropped connection comes back to the same session, the audio held meanwhile
+            return await speak(url, chunks, params, on_message=printer, token=args.token,
+                               say=printer.notice)
 
         res = asyncio.run(go())
         printer.close()

@@ -139,9 +139,9 @@ class CaptionPrinter:
     """Writes the server's captions to ``out`` through a :class:`Flow` sized to the terminal;
     errors go to stderr as sentences."""
 
-    def __init__(self, out: TextIO = sys.stdout, show_level: bool = False,
+    def __init__(self, out: TextIO | None = None, show_level: bool = False,
                  one_per_line: bool = False, width: int | None = None) -> None:
-        self.out = out
+        out = self.out = out or sys.stdout  # (at construction: a redirected stdout counts)
         tty = bool(getattr(out, "isatty", lambda: False)())
         width = width or (shutil.get_terminal_size().columns if tty else 80)
         self.flow = Flow(width, tty=tty, one_per_line=one_per_line)
@@ -164,6 +164,11 @@ class CaptionPrinter:
         elif isinstance(m, wire.Language):  # language=auto decided (stderr: captions stay clean)
             print(f"whisperwire: language {m.language} (detected, p={m.probability:.2f})",
                   file=sys.stderr)
+
+    def notice(self, text: str) -> None:
+        """A sentence about the connection, on stderr, after the running line has ended."""
+        self._write(self.flow.end())
+        print(f"whisperwire: {text}", file=sys.stderr)
 
     def close(self) -> None:
         """End the running line (call once, when the captions stop)."""

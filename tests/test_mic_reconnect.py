@@ -1,0 +1,156 @@
+"""``whisperwire mic`` across a dropped connection: it comes back to its session, the audio
+heard meanwhile is held and sent, the finals the server made of the dropped connection's last
+audio are shown, each final once, on one clock. Before, the command ended at the first drop
+(exit 1) and everything said after it was lost.
+
+The real server and model; the drop is a TCP proxy between them that is cut, as a network
+blip or a restarting load balancer cuts it (the server sees the socket die; the client sees a
+connection closed without a close frame)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.request
+import wave
+from argparse import Namespace
+
+import numpy as np
+import pytest
+
+from conftest import LiveServer, load16k, references, s16
+from whisperwire.client import mic
+from whisperwire.server.wer import extra_repeats, longest_missing, normalize, wer
+
+pytestmark = pytest.mark.e2e
+
+FILES = ["LJ001-0001.wav", "LJ001-0003.wav"]
+
+
+class CuttableProxy:
+    """Forwards TCP to ``port``; :meth:`cut` kills every open link and refuses new ones until
+    :meth:`mend`."""
+
+    def __init__(self, port: int) -> None:
+        self.target, self.up, self.links, self.accepted = port, True, [], 0
+
+    async def start(self) -> "CuttableProxy":
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.url = f"ws://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+        return self
+
+    async def _serve(self, reader, writer) -> None:  # type: ignore[no-untyped-def]
+        if not self.up:
+            writer.transport.abort()
+            return
+        self.accepted += 1
+        up_r, up_w = await asyncio.open_connection("127.0.0.1", self.target)
+        self.links.append((writer, up_w))
+
+        async def pipe(src, dst) -> None:  # type: ignore[no-untyped-def]
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                dst.transport.abort()
+
+        await asyncio.gather(pipe(reader, up_w), pipe(up_r, writer))
+
+    def cut(self) -> None:
+        self.up = False
+        for a, b in self.links:
+            a.transport.abort()
+            b.transport.abort()
+        self.links.clear()
+
+    def mend(self, port: int | None = None) -> None:
+        """Take connections again (to ``port``: another server, as after a restart)."""
+        self.target = port or self.target
+        self.up = True
+
+
+def joined_wav(tmp_path) -> tuple[str, float]:  # type: ignore[no-untyped-def]
+    pcm = np.concatenate([load16k(f) for f in FILES] + [np.zeros(16000, np.float32)])
+    path = tmp_path / "two.wav"
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+        w.writeframes(s16(pcm))
+    return str(path), len(pcm) / 16000
+
+
+def run_mic(live_server, tmp_path, sid: str, new_server=None):  # type: ignore[no-untyped-def]
+    """``whisperwire mic`` on the two files through a proxy cut 6 s in for 3 s (and then led
+    to ``new_server``, if given); its exit status, how many connections the proxy took, the
+    file and its length."""
+    wav, seconds = joined_wav(tmp_path)
+    out = tmp_path / "mic.srt"
+
+    async def go():  # type: ignore[no-untyped-def]
+        proxy = await CuttableProxy(int(live_server.url.rsplit(":", 1)[1])).start()
+        args = Namespace(list_devices=False, url=proxy.url, output=str(out), input_file=wav,
+                         device=None, language=None, session=sid, task="transcribe",
+                         zh_script=None, token=None, lines=True)
+        run = asyncio.ensure_future(asyncio.to_thread(mic.main, args))
+        await asyncio.sleep(6.0)  # mid-sentence in the first file
+        proxy.cut()
+        await asyncio.sleep(3.0)  # down for 3 s: the microphone goes on, its audio is held
+        proxy.mend(new_server and int(new_server.url.rsplit(":", 1)[1]))
+        return await asyncio.wait_for(run, 120), proxy.accepted
+
+    status, accepted = asyncio.run(go())
+    return status, accepted, out, seconds
+
+
+def every_word_once(text: str) -> None:
+    ref = " ".join(references()[f] for f in FILES)
+    assert wer(ref, text) <= 0.12, text
+    assert longest_missing(normalize(ref), normalize(text)) <= 2, text
+    assert not extra_repeats(normalize(ref), normalize(text)), text
+
+
+def on_one_clock(out, seconds: float) -> None:  # type: ignore[no-untyped-def]
+    """The saved cues run forward and end with the audio."""
+    cues = [ln for ln in out.read_text().splitlines() if "-->" in ln]
+    starts = [c.split(" --> ")[0] for c in cues]
+    assert starts == sorted(starts) and len(cues) >= 3
+    last_end = cues[-1].split(" --> ")[1].replace(",", ".").split(":")
+    assert float(last_end[2]) + 60 * int(last_end[1]) <= seconds + 1.0
+
+
+@pytest.mark.timeout(180)
+def test_mic_comes_back_after_a_drop_and_loses_no_words(live_server, tmp_path, capfd):
+    sid = "mic-blip"
+    status, accepted, out, seconds = run_mic(live_server, tmp_path, sid)
+    stdout, stderr = capfd.readouterr()
+    assert status == 0, stderr
+    assert accepted >= 2 and "reconnecting" in stderr, stderr  # it did drop and come back
+    printed = stdout.split("\n")
+    every_word_once(" ".join(printed))
+
+    # each final the channel has is printed once, in order (those made after the cut too)
+    with urllib.request.urlopen(f"{live_server.http}/v1/sessions/{sid}/transcript.json") as r:
+        channel = json.loads(r.read())
+    assert len(channel["turns"]) == 1  # two connections: the second continued the channel
+    assert [ln for ln in printed if ln.strip()] == [f["text"] for f in channel["finals"]]
+    on_one_clock(out, seconds)
+
+
+@pytest.mark.timeout(180)
+def test_mic_comes_back_to_a_restarted_server_and_says_again_what_it_lost(live_server, tmp_path,
+                                                                        capfd):
+    """A server that restarted has a new, empty channel: the words the old one had not made
+    final are gone with it, so the audio after the last final shown is sent again."""
+    with LiveServer(engine=live_server.app.state.engine) as restarted:
+        status, accepted, out, seconds = run_mic(live_server, tmp_path, "mic-restart",
+                                                 new_server=restarted)
+        stdout, stderr = capfd.readouterr()
+        assert status == 0, stderr
+        assert accepted >= 2 and "reconnecting" in stderr, stderr
+        every_word_once(stdout)
+        assert restarted.app.state.hub.get("mic-restart").finals  # it went on there
+    on_one_clock(out, seconds)
