@@ -197,12 +197,13 @@ def main(args: Any) -> int:
                                    zh_script=getattr(args, "zh_script", None))
 
         async def go() -> Any:
-            stop = asyncio.Event()
-            ctrl_c_sets(stop)  # Ctrl-C: stop capturing, flush, wait for the last finals
+            stop, quit_now = asyncio.Event(), asyncio.Event()
+            # Ctrl-C: stop capturing, flush, wait for the last finals; again: quit at once
+            ctrl_c_sets(stop, then=quit_now)
             chunks = capture(factory, rate, on_level=printer.set_level, stop=stop)
             # a dropped connection comes back to the same session, the audio held meanwhile
             return await speak(url, chunks, params, on_message=printer, token=args.token,
-                               say=printer.notice)
+                               say=printer.notice, quit=quit_now)
 
         res = asyncio.run(go())
         printer.close()

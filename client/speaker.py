@@ -3,29 +3,36 @@
 
 A microphone cannot pause. While the connection is down (a network blip, a server restarting,
 a Ray replica lost) capture goes on and what it hears is held, up to ``HELD_MAX_S`` (the oldest
-goes first), and sent once the server takes the session again under the same id. The server
-finishes a dropped connection's audio into finals on the session's channel, finals this speaker
-never received: after the reconnect they are read from the channel's transcript and shown, each
-once. Every connection's times are put on the channel's clock (a reconnected speaker's own
-times start again at 0), so a saved file has one clock, as viewers and downloads have it; a
-server that restarted has a new channel, whose clock is put after the old one's.
+goes first, and the user is told), and sent once the server takes the session again under the
+same id. The server finishes a dropped connection's audio into finals on the session's channel,
+finals this speaker never received: after the reconnect they are read from the channel's
+transcript (``transcript.json``) and shown, each once. Audio the dropped connection sent that
+never reached the server (in flight when it dropped) is sent again; a server that restarted has
+a new channel (``instance``) and lost what it had not made final, so everything after the last
+final shown is sent again. Every connection's times are put on the channel's clock (a
+reconnected speaker's own times start again at 0; a restarted server's channel goes on after
+the old one's), so a saved file has one clock, as viewers and downloads have it.
 
 A refusal (an ``error`` before ``ready``, or close code 1003 or 1008) is an answer and is not
 retried, except after a drop those a moment changes: ``session_taken`` (the server is still
-finishing the dropped connection's last words), ``shutting_down``, ``not_ready``, ``server_full``. A ``closed`` that says the server went away (``server_shutdown``,
-``replica_lost``) while the microphone is still on is a drop too.
+finishing the dropped connection's last words), ``shutting_down``, ``not_ready``,
+``server_full``. A ``closed`` that says the server went away (``server_shutdown``,
+``replica_lost``) while there is audio to send is a drop too, and so is a connection that says
+nothing for ``SILENT_S`` (the server says ``status`` every second: the link died silently).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import http.client
 import json
 import sys
 import time
 import urllib.request
 from collections import deque
 from collections.abc import AsyncIterator, Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -36,11 +43,15 @@ from whisperwire.server.hub import on_channel_clock
 from .connect import parse_event
 from .stream import StreamResult
 
-__all__ = ["HELD_MAX_S", "Held", "RETRIES_S", "speak"]
+__all__ = ["HELD_MAX_S", "Held", "RETRIES_S", "Sent", "speak"]
 
 RETRIES_S = (0.5, 1, 2, 4, 8, 10, 10, 10, 10, 10, 10, 10)  # the page's: 12 tries over ~85 s
 HELD_MAX_S = 120.0  # audio held while disconnected, as the page holds
 UP_S = 10.0  # a connection up this long clears the count of failed tries
+OPEN_S = 10.0  # a reconnect's handshake (the first connection waits 30 s, as every command)
+SILENT_S = 15.0  # no message this long: the link is dead
+CLOSE_S = 120.0  # after ``close``, the last finals and ``closed`` come within this
+FETCH_S = 5.0  # reading the channel's transcript
 REFUSAL_CODES = (1003, 1008)
 GONE = ("server_shutdown", "replica_lost")  # ``closed`` reasons that are drops
 # refusals that a moment changes (the page's list): retried after a drop, never at the start
@@ -110,26 +121,40 @@ class Sent:
 class Outcome(Enum):
     CLOSED = "closed"  # the session ended (``closed``): done
     REFUSED = "refused"  # the server said no: done
+    STUCK = "stuck"  # the session never closed after ``close``: done
     DROPPED = "dropped"  # try again
+    BUSY = "busy"  # refused for a moment after a drop: try again
+
+
+@dataclass(frozen=True)
+class Channel:
+    """What ``transcript.json`` says of the session: its finals, where the live speaker's time
+    0 is on its clock, and which life of the id it is."""
+
+    finals: list[wire.Final]
+    offset: float
+    instance: str
 
 
 class _Speaker:
     def __init__(self, url: str, chunks: AsyncIterator[bytes], params: wire.ListenParams,
                  on_message: Callable[[wire.Message], None] | None, token: str | None,
                  waits_s: tuple[float, ...], held_max_s: float,
-                 say: Callable[[str], None]) -> None:
+                 say: Callable[[str], None], quit: asyncio.Event | None) -> None:
         self.url, self.chunks, self.params, self.token = url, chunks, params, token
         self.on_message = on_message or (lambda m: None)
-        self.waits_s, self.say = waits_s, say
+        self.waits_s, self.say, self.quit = waits_s, say, quit
         self.bps = params.bytes_per_sample * params.sample_rate  # bytes per audio second
         self.held = Held(int(held_max_s * self.bps))
         self.sent_audio = Sent(int(held_max_s * self.bps))
         self.source_done = asyncio.Event()
         self.res = StreamResult()
         self.session: str | None = params.session
+        self.instance: str | None = None
         self.ever_ready = False
         self.seen = -1  # the last final segment shown
         self.sent = 0
+        self.close_sent_at: float | None = None
         self.t0 = time.monotonic()
         # this connection's time 0 on the (first) channel's clock; the sent bytes it began at
         self.offset, self.began_at = 0.0, 0
@@ -143,30 +168,58 @@ class _Speaker:
     async def run(self) -> StreamResult:
         pump = asyncio.create_task(self._pump())
         try:
-            await self._connections()
+            await self._until_quit(self._connections())
         finally:
             pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pump
             aclose = getattr(self.chunks, "aclose", None)
             if aclose is not None:
-                await aclose()
+                with contextlib.suppress(RuntimeError):
+                    await aclose()
+        if self.held.let_go:
+            self.say(f"{self.held.let_go / self.bps:.1f} s of audio heard while disconnected "
+                     f"were not sent (at most {self.held.max_bytes / self.bps:.0f} s is held)")
         return self.res
+
+    async def _until_quit(self, work: Any) -> None:
+        """``work``, unless the user quits first (a second Ctrl-C)."""
+        task = asyncio.ensure_future(work)
+        if self.quit is None:
+            await task
+            return
+        quitter = asyncio.ensure_future(self.quit.wait())
+        done, _ = await asyncio.wait({task, quitter}, return_when=asyncio.FIRST_COMPLETED)
+        quitter.cancel()
+        if task in done:
+            task.result()
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        self._lost("stopped")
+
+    def _lost(self, why: str) -> None:
+        held = self.held.size / self.bps
+        self.say(why + (f"; {held:.1f} s of audio were not sent" if held >= 0.05 else ""))
 
     async def _connections(self) -> None:
         failures = 0
         while True:
             began = time.monotonic()
             outcome = await self._connect_once()
-            if outcome is not Outcome.DROPPED:
+            if outcome not in (Outcome.DROPPED, Outcome.BUSY):
                 return
             if time.monotonic() - began >= UP_S:
                 failures = 0
             if failures >= len(self.waits_s):
-                held = self.held.size / self.bps
-                self.say(f"lost the server at {self.url} and could not reach it again"
-                         + (f"; {held:.1f} s of audio were not sent" if held >= 0.05 else ""))
+                self._lost(f"lost the server at {self.url} and could not reach it again")
                 return
+            held = self.held.size / self.bps
+            then = (f" (Ctrl-C again to stop without sending the {held:.1f} s held)"
+                    if self.source_done.is_set() and held >= 0.05 else "")
             self.say(f"connection lost; reconnecting to session {self.session!r} "
-                     f"(try {failures + 1} of {len(self.waits_s)})")
+                     f"(try {failures + 1} of {len(self.waits_s)}){then}")
             await asyncio.sleep(self.waits_s[failures])
             failures += 1
 
@@ -188,60 +241,80 @@ class _Speaker:
         full = f"{self.url.rstrip('/')}/v1/listen?{urlencode(p.to_query())}"
         try:
             # no keepalive timeout: a speaker faster than the decoder is held back by TCP, and a
-            # ping then waits behind its own audio; the audio flowing is the sign of life
-            ws = await websockets.connect(full, max_size=None, open_timeout=30,
-                                          ping_timeout=None, additional_headers=self.headers)
+            # ping then waits behind its own audio; the server's ``status`` is the sign of life
+            ws = await websockets.connect(full, max_size=None, ping_timeout=None,
+                                          open_timeout=OPEN_S if self.ever_ready else 30,
+                                          additional_headers=self.headers)
         except (OSError, TimeoutError, websockets.InvalidHandshake):
             if not self.ever_ready:
                 raise  # never reached: said at once, as every command does
             return Outcome.DROPPED
-        async with ws:
-            ready = asyncio.Event()
-            sender = asyncio.create_task(self._send(ws, ready))
+        ready = asyncio.Event()
+        self.close_sent_at = None
+        outcome = Outcome.DROPPED
+        sender = asyncio.create_task(self._send(ws, ready))
+        try:
             outcome = await self._read(ws, ready)
+        finally:
             sender.cancel()
-            if outcome is Outcome.DROPPED:
+            with contextlib.suppress(asyncio.CancelledError):
+                await sender
+            if outcome is Outcome.CLOSED:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(ws.close(), 5)
+            else:
                 ws.transport.abort()
         self.res.close_code, self.res.close_reason = ws.close_code, ws.close_reason or ""
-        if outcome is Outcome.DROPPED and ws.close_code in REFUSAL_CODES and not ready.is_set():
+        if outcome is Outcome.DROPPED and not ready.is_set() and ws.close_code in REFUSAL_CODES:
             return Outcome.REFUSED
         return outcome
+
+    async def _next(self, ws: Any) -> Any:
+        """The next frame; TimeoutError when the server is silent too long (or does not end
+        the session in time after ``close``)."""
+        wait = SILENT_S
+        if self.close_sent_at is not None:
+            wait = min(wait, max(0.05, self.close_sent_at + CLOSE_S - time.monotonic()))
+        return await asyncio.wait_for(ws.recv(), wait)
 
     async def _read(self, ws: Any, ready: asyncio.Event) -> Outcome:
         import websockets
 
-        try:
-            async for raw in ws:
-                m = parse_event(raw)
-                if m is None:
-                    continue
-                if isinstance(m, wire.Error) and not ready.is_set():
-                    if m.code in TRANSIENT and self.ever_ready:
-                        return Outcome.DROPPED  # (the dropped connection is still finishing)
-                    self._keep(m)
-                    return Outcome.REFUSED
-                if isinstance(m, wire.Ready):
-                    again = self.ever_ready
-                    self.session, self.ever_ready = m.session, True
-                    if again or self.params.session:  # (a named channel may have a past)
-                        await self._catch_up(again)
-                    self.began_at = self.sent
-                    ready.set()
-                    if again:
-                        continue
-                if isinstance(m, wire.Final):
-                    if m.segment <= self.seen:
-                        continue
-                    self.seen = m.segment
-                if isinstance(m, wire.Closed):
-                    if m.reason in GONE and not self.source_done.is_set():
-                        return Outcome.DROPPED
-                    self._keep(m)
-                    return Outcome.CLOSED
+        while True:
+            try:
+                raw = await self._next(ws)
+            except asyncio.TimeoutError:
+                if self.close_sent_at is not None and \
+                        time.monotonic() >= self.close_sent_at + CLOSE_S:
+                    self.say(f"the server did not end the session within {CLOSE_S:.0f} s")
+                    return Outcome.STUCK
+                return Outcome.DROPPED  # the link died without a word
+            except websockets.ConnectionClosed:
+                return Outcome.DROPPED
+            m = parse_event(raw)
+            if m is None:
+                continue
+            if isinstance(m, wire.Error) and not ready.is_set():
+                if m.code in TRANSIENT and self.ever_ready:
+                    return Outcome.BUSY  # (the dropped connection is still finishing)
                 self._keep(m)
-        except websockets.ConnectionClosed:
-            pass
-        return Outcome.DROPPED
+                return Outcome.REFUSED
+            if isinstance(m, wire.Ready):
+                again = self.ever_ready
+                self.session, self.ever_ready = m.session, True
+                await self._catch_up(again)
+                self.began_at = self.sent
+                ready.set()
+                if again:
+                    continue
+            elif isinstance(m, wire.Final):
+                self.seen = max(self.seen, m.segment)  # (a connection never repeats one)
+            elif isinstance(m, wire.Closed):
+                if m.reason in GONE and (not self.source_done.is_set() or self.held.size):
+                    return Outcome.DROPPED
+                self._keep(m)
+                return Outcome.CLOSED
+            self._keep(m)
 
     async def _send(self, ws: Any, ready: asyncio.Event) -> None:
         """Held audio, then the microphone's as it comes; ``close`` once it has ended."""
@@ -254,18 +327,17 @@ class _Speaker:
                 piece = self.held.take()
                 if piece is None:
                     if self.source_done.is_set():
+                        self.close_sent_at = time.monotonic()
                         await ws.send(json.dumps({"type": "close"}))
                         return
                     await self.held.more.wait()
                     continue
-                try:
-                    await ws.send(piece)
-                except websockets.ConnectionClosed:
-                    self.held.put_back(piece)  # sent again on the next connection
-                    return
+                # counted as sent before it is: if the connection drops now, what the server
+                # did not get is said again after the reconnect (:meth:`_catch_up`)
                 self.sent += len(piece)
                 self.sent_audio.add(piece)
                 self.res.sends.append((time.monotonic() - self.t0, self.sent / self.bps))
+                await ws.send(piece)
         except websockets.ConnectionClosed:
             pass
 
@@ -276,59 +348,71 @@ class _Speaker:
         self.res.messages.append((time.monotonic() - self.t0, self.sent / self.bps, m))
         self.on_message(m)
 
-    async def _channel(self) -> tuple[list[wire.Final], float] | None:
-        """The session's finals as its channel has them (``transcript.json``), and where the
-        live speaker's time 0 is on its clock; None if they cannot be read."""
+    async def _channel(self) -> Channel | None:
+        """The session as ``transcript.json`` has it; None if that cannot be read (or is
+        from a server that does not say ``offset``)."""
         base = self.url.rstrip("/").replace("ws://", "http://", 1).replace("wss://", "https://", 1)
         req = urllib.request.Request(
             f"{base}/v1/sessions/{quote(self.session or '', safe='')}/transcript.json",
             headers=self.headers)
 
         def get() -> bytes:
-            with urllib.request.urlopen(req, timeout=10) as r:  # noqa: S310 - the server's URL
+            with urllib.request.urlopen(req, timeout=FETCH_S) as r:  # noqa: S310 - our server
                 return r.read()
 
         try:
             body = json.loads(await asyncio.to_thread(get))
             out = [parse_event(json.dumps(f)) for f in body.get("finals", [])]
-            return [f for f in out if isinstance(f, wire.Final)], float(body.get("offset", 0.0))
-        except (OSError, ValueError, TypeError, AttributeError):
+            return Channel([f for f in out if isinstance(f, wire.Final)],
+                           float(body["offset"]), str(body.get("instance", "")))
+        except (OSError, ValueError, TypeError, KeyError, AttributeError,
+                http.client.HTTPException):
             return None
 
     async def _catch_up(self, again: bool) -> None:
         """Where this connection's times go on the channel's clock; and after a drop
         (``again``) the finals the server made of the dropped connection's last audio, shown,
-        and the audio that connection sent but the server never decoded, sent again: what was
-        in flight when it dropped, or, from a server that restarted (a new channel), all after
-        the last final."""
-        got = await self._channel()
+        and the audio that connection sent but the server never decoded, sent again."""
+        ch = await self._channel()
         on_old = (self.sent - self.began_at) / self.bps  # audio sent on the dropped connection
-        if got is None:
+        if ch is None:
             if again:
                 self.say("could not read the finals made while the connection was down; the "
                          "session's transcript on the server has them")
                 self.offset += on_old  # the best guess
             return
-        finals, start = got
-        if again and not any(f.segment == self.seen for f in finals) and (
-                self.seen >= 0 or start == 0.0):
+        if again and self._new_channel(ch):
+            # the server lost what it had not made final: all after the last final shown
             resume = self.offset if self.last_end is None else max(self.offset, self.last_end)
-            self._say_again(self.offset + on_old - resume)
-            self.restarts, self.seen = resume, -1
+            resent = self._say_again(self.offset + on_old - resume)
+            self.restarts, self.seen = self.offset + on_old - resent, -1
         elif again:
-            self._say_again(on_old - (start - (self.offset - self.restarts)))
-            for f in finals:
+            # what was in flight when it dropped: sent, never heard
+            self._say_again(on_old - (ch.offset - (self.offset - self.restarts)))
+            for f in ch.finals:
                 if f.segment > self.seen:
                     self.seen = f.segment
                     self._keep(f, self.restarts)
-        self.seen = max(self.seen, finals[-1].segment if finals else -1)
-        self.offset = self.restarts + start
+        self.instance = ch.instance or None
+        self.seen = max(self.seen, ch.finals[-1].segment if ch.finals else -1)
+        self.offset = self.restarts + ch.offset
 
-    def _say_again(self, seconds: float) -> None:
-        n = int(seconds * self.bps) // self.params.bytes_per_sample * self.params.bytes_per_sample
-        if n > 0:
-            for piece in reversed(self.sent_audio.last(n)):
-                self.held.put_back(piece)
+    def _new_channel(self, ch: Channel) -> bool:
+        """Whether the session is a new life of its id (the server restarted, or the channel
+        expired): by its ``instance``, or, where that was never read, by the finals."""
+        if self.instance and ch.instance:
+            return ch.instance != self.instance
+        return not any(f.segment == self.seen for f in ch.finals) and (
+            self.seen >= 0 or ch.offset == 0.0)
+
+    def _say_again(self, seconds: float) -> float:
+        """Put the last ``seconds`` sent back in front of the held audio; how much there was."""
+        step = self.params.bytes_per_sample
+        n = max(0, int(seconds * self.bps) // step * step)
+        pieces = self.sent_audio.last(n) if n else []
+        for piece in reversed(pieces):
+            self.held.put_back(piece)
+        return sum(len(p) for p in pieces) / self.bps
 
 
 def _say(text: str) -> None:
@@ -338,9 +422,11 @@ def _say(text: str) -> None:
 async def speak(url: str, chunks: AsyncIterator[bytes], params: wire.ListenParams, *,
                 on_message: Callable[[wire.Message], None] | None = None,
                 token: str | None = None, waits_s: tuple[float, ...] | None = None,
-                held_max_s: float = HELD_MAX_S,
-                say: Callable[[str], None] = _say) -> StreamResult:
+                held_max_s: float = HELD_MAX_S, say: Callable[[str], None] = _say,
+                quit: asyncio.Event | None = None) -> StreamResult:
     """Send ``chunks`` as one session, across drops, and collect what the server says (see the
-    module's docstring). Raises what connecting raises only if the server was never reached."""
+    module's docstring). ``quit`` (a second Ctrl-C) ends it at once, held audio unsent. Raises
+    what connecting raises only if the server was never reached."""
     waits = RETRIES_S if waits_s is None else waits_s
-    return await _Speaker(url, chunks, params, on_message, token, waits, held_max_s, say).run()
+    return await _Speaker(url, chunks, params, on_message, token, waits, held_max_s, say,
+                          quit).run()

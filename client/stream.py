@@ -219,12 +219,16 @@ async def until_stopped(chunks: AsyncIterator[bytes], stop: asyncio.Event
             await aclose()
 
 
-def ctrl_c_sets(stop: asyncio.Event) -> None:
-    """On the running loop: the first Ctrl-C sets ``stop`` instead of raising."""
+def ctrl_c_sets(stop: asyncio.Event, then: asyncio.Event | None = None) -> None:
+    """On the running loop: the first Ctrl-C sets ``stop`` instead of raising; with ``then``,
+    a second one sets that (quit without waiting)."""
     import signal
 
+    def on_ctrl_c() -> None:
+        (then if then is not None and stop.is_set() else stop).set()
+
     try:
-        asyncio.get_running_loop().add_signal_handler(signal.SIGINT, stop.set)
+        asyncio.get_running_loop().add_signal_handler(signal.SIGINT, on_ctrl_c)
     except (NotImplementedError, RuntimeError):  # not on the main thread, or Windows
         pass
 

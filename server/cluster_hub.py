@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import time
 from dataclasses import dataclass, field
 from collections.abc import Callable
@@ -65,6 +66,7 @@ class _Channel:
     heard: float = 0.0  # end of the live speaker's last final, on its own clock
     speakers: int = 1
     turns: list[int] = field(default_factory=list)  # each later speaker's first final
+    instance: str = field(default_factory=lambda: secrets.token_hex(8))  # this life of the id
     ended_at: float | None = None
     seq: int = 0
     changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -177,7 +179,8 @@ class Directory:
             return None
         return {"seq": ch.seq, "finals": list(ch.finals), "live": ch.live, "closed": ch.closed,
                 "partial": ch.partial[1] if ch.partial else None, "turns": list(ch.turns),
-                "offset": ch.offset, "audio_seconds": ch.audio_seconds}
+                "offset": ch.offset, "audio_seconds": ch.audio_seconds,
+                "instance": ch.instance}
 
     async def since(self, session: str, cursor: int, wait_s: float = 10.0) -> dict | None:
         """What happened on ``session`` after ``cursor``, waiting up to ``wait_s`` for
@@ -344,7 +347,8 @@ class ClusterHub(Hub):
         return Transcript(session, finals=[wire.decode(f) for f in snap["finals"]],
                           live=snap["live"], turns=list(snap.get("turns", ())),
                           offset=snap.get("offset", 0.0),
-                          audio_seconds=snap.get("audio_seconds", 0.0))
+                          audio_seconds=snap.get("audio_seconds", 0.0),
+                          instance=snap.get("instance", ""))
 
     def watch(self, session: str) -> Outbox:
         m = self._mirrors.get(session)

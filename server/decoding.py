@@ -18,7 +18,8 @@ class DecodeRequest:
     ``prefix`` is text already committed for the start of ``audio`` (forced as the decoder's
     first tokens, so the result continues after it and never repeats it); ``prompt`` is earlier
     text, given as context only, of which the engine keeps the last tokens; ``user_prompt`` is
-    the client's own (names, terms), given whole before it.
+    the client's own (names, terms), given whole before it (up to the engine's
+    ``prompt_tokens``).
     """
 
     id: int

@@ -109,6 +109,7 @@ class Transcript:
     audio_seconds: float = 0.0
     speakers: int = 1
     turns: list[int] = field(default_factory=list)
+    instance: str = field(default_factory=lambda: secrets.token_hex(8))  # this life of the id
 
     @property
     def text(self) -> str:

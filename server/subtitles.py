@@ -163,12 +163,11 @@ def at_turns(finals: list[Final], turns: Iterable[int]) -> list[Final]:
 
 
 def to_json(session: str, finals: list[Final], live: bool, turns: Iterable[int] = (),
-            offset: float = 0.0) -> str:
+            **channel: object) -> str:
     """The finals as they were sent, ``turns``: the index of each later speaker's first, and
-    ``offset``: where on the channel's clock the live speaker's audio began (or the next
-    one's will), which a speaker that reconnected needs to put its own times there."""
+    what else the server says of the channel (``channel``: its ``offset`` and ``instance``)."""
     return json.dumps(
         {"session": session, "live": live, "text": finals_text(finals),
-         "finals": [f.to_json() for f in finals], "turns": list(turns), "offset": offset},
+         "finals": [f.to_json() for f in finals], "turns": list(turns), **channel},
         ensure_ascii=False,
     )
