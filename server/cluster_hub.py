@@ -227,6 +227,13 @@ class Directory:
                 elif not ch.live and ch.ended_at and now - ch.ended_at > self.retention_s:
                     del self.channels[ch.session]
                     ch.bump()  # its followers find it gone
+            # a replica gone this long (scaled down, its node lost) is forgotten, with the
+            # claims it was to be told it lost: its channels ended or expired long since
+            for owner, t in list(self.seen.items()):
+                if now - t > self.retention_s + self.lease_s:
+                    del self.seen[owner]
+                    self.pids.pop(owner, None)
+                    self.lost.pop(owner, None)
 
     def _lost(self, ch: _Channel) -> None:
         """The speaker's replica stopped renewing: the channel ends with what was published."""

@@ -259,6 +259,24 @@ def test_the_directory_applies_a_speakers_calls_in_their_order():
     assert since["events"] == [final, closed]
 
 
+def test_the_directory_forgets_a_replica_gone_longer_than_it_keeps_channels():
+    """A replica that stops renewing (scaled down, its node lost) left its lease time, pid and
+    the claims it was to be told it lost in the directory for as long as the cluster ran."""
+    from whisperwire.server.cluster_hub import Directory
+
+    async def go() -> tuple:
+        d = Directory(retention_s=2.0, lease_s=0.5)  # (the reaper looks every second)
+        await d.claim("gone", "replica-gone", pid=4242)
+        await asyncio.sleep(1.5)  # the reaper ended its channel: a lost claim waits for it
+        during = ("replica-gone" in d.seen, dict(d.lost))
+        await asyncio.sleep(3.1)  # 2.5 s unseen: forgotten; its channel expired too
+        return during, (d.seen, d.pids, d.lost, d.channels)
+
+    (seen, lost), after = run(go())
+    assert seen and lost == {"replica-gone": {"gone": 1}}
+    assert after == ({}, {}, {}, {})
+
+
 def test_the_autoscaling_policy_counts_speakers_not_sockets():
     """Replicas for the speakers the replicas report, ``target_ongoing_requests`` of them
     each; Serve applies bounds and delays (the policy alone, as Serve's controller calls it)."""
