@@ -51,7 +51,8 @@ UP_S = 10.0  # a connection up this long clears the count of failed tries
 OPEN_S = 10.0  # a reconnect's handshake (the first connection waits 30 s, as every command)
 SILENT_S = 15.0  # no message this long: the link is dead
 CLOSE_S = 120.0  # after ``close``, the last finals and ``closed`` come within this
-FETCH_S = 5.0  # reading the channel's transcript
+FETCH_S = 5.0  # reading the channel's transcript, and tries of it
+FETCH_TRIES = 3
 REFUSAL_CODES = (1003, 1008)
 GONE = ("server_shutdown", "replica_lost")  # ``closed`` reasons that are drops
 # refusals that a moment changes (the page's list): retried after a drop, never at the start
@@ -200,6 +201,7 @@ class _Speaker:
         self._lost("stopped")
 
     def _lost(self, why: str) -> None:
+        self.res.gave_up = True  # (said here: ``finish`` need not say the server ended it)
         held = self.held.size / self.bps
         self.say(why + (f"; {held:.1f} s of audio were not sent" if held >= 0.05 else ""))
 
@@ -302,7 +304,8 @@ class _Speaker:
             if isinstance(m, wire.Ready):
                 again = self.ever_ready
                 self.session, self.ever_ready = m.session, True
-                await self._catch_up(again)
+                if not await self._catch_up(again):
+                    return Outcome.DROPPED
                 self.began_at = self.sent
                 ready.set()
                 if again:
@@ -310,8 +313,10 @@ class _Speaker:
             elif isinstance(m, wire.Final):
                 self.seen = max(self.seen, m.segment)  # (a connection never repeats one)
             elif isinstance(m, wire.Closed):
-                if m.reason in GONE and (not self.source_done.is_set() or self.held.size):
-                    return Outcome.DROPPED
+                unread = (self.sent - self.began_at) / self.bps - m.audio_seconds
+                if m.reason in GONE and (not self.source_done.is_set() or self.held.size
+                                         or unread > 0.05):
+                    return Outcome.DROPPED  # (what it never read is sent again)
                 self._keep(m)
                 return Outcome.CLOSED
             self._keep(m)
@@ -349,8 +354,9 @@ class _Speaker:
         self.on_message(m)
 
     async def _channel(self) -> Channel | None:
-        """The session as ``transcript.json`` has it; None if that cannot be read (or is
-        from a server that does not say ``offset``)."""
+        """The session as ``transcript.json`` has it (three tries); None if that cannot be
+        read (or is from a server that does not say ``offset``). Read on a daemon thread: a
+        quit never waits for it."""
         base = self.url.rstrip("/").replace("ws://", "http://", 1).replace("wss://", "https://", 1)
         req = urllib.request.Request(
             f"{base}/v1/sessions/{quote(self.session or '', safe='')}/transcript.json",
@@ -360,27 +366,35 @@ class _Speaker:
             with urllib.request.urlopen(req, timeout=FETCH_S) as r:  # noqa: S310 - our server
                 return r.read()
 
-        try:
-            body = json.loads(await asyncio.to_thread(get))
-            out = [parse_event(json.dumps(f)) for f in body.get("finals", [])]
-            return Channel([f for f in out if isinstance(f, wire.Final)],
-                           float(body["offset"]), str(body.get("instance", "")))
-        except (OSError, ValueError, TypeError, KeyError, AttributeError,
-                http.client.HTTPException):
-            return None
+        for attempt in range(FETCH_TRIES):
+            try:
+                body = json.loads(await _on_daemon_thread(get))
+                out = [parse_event(json.dumps(f)) for f in body.get("finals", [])]
+                return Channel([f for f in out if isinstance(f, wire.Final)],
+                               float(body["offset"]), str(body.get("instance", "")))
+            except (OSError, http.client.HTTPException):
+                await asyncio.sleep(0.5 * (attempt + 1))
+            except (ValueError, TypeError, KeyError, AttributeError):
+                return None
+        return None
 
-    async def _catch_up(self, again: bool) -> None:
+    async def _catch_up(self, again: bool) -> bool:
         """Where this connection's times go on the channel's clock; and after a drop
         (``again``) the finals the server made of the dropped connection's last audio, shown,
-        and the audio that connection sent but the server never decoded, sent again."""
+        and the audio that connection sent but the server never decoded, sent again. False
+        when after a drop the transcript cannot be read: no guess is made (it would lose,
+        repeat or misplace words); the connection is given up before it sends anything."""
         ch = await self._channel()
         on_old = (self.sent - self.began_at) / self.bps  # audio sent on the dropped connection
         if ch is None:
             if again:
-                self.say("could not read the finals made while the connection was down; the "
-                         "session's transcript on the server has them")
-                self.offset += on_old  # the best guess
-            return
+                self.say(f"cannot read session {self.session!r}'s transcript, which coming "
+                         "back without losing or repeating words needs")
+                return False
+            if self.params.session:
+                self.say(f"cannot read session {self.session!r}'s transcript: times here are "
+                         "this connection's own, not the session's")
+            return True
         if again and self._new_channel(ch):
             # the server lost what it had not made final: all after the last final shown
             resume = self.offset if self.last_end is None else max(self.offset, self.last_end)
@@ -396,6 +410,7 @@ class _Speaker:
         self.instance = ch.instance or None
         self.seen = max(self.seen, ch.finals[-1].segment if ch.finals else -1)
         self.offset = self.restarts + ch.offset
+        return True
 
     def _new_channel(self, ch: Channel) -> bool:
         """Whether the session is a new life of its id (the server restarted, or the channel
@@ -413,6 +428,29 @@ class _Speaker:
         for piece in reversed(pieces):
             self.held.put_back(piece)
         return sum(len(p) for p in pieces) / self.bps
+
+
+async def _on_daemon_thread(fn: Callable[[], Any]) -> Any:
+    """``fn()`` on a daemon thread (``asyncio.to_thread``'s pool is joined at exit)."""
+    import threading
+
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future = loop.create_future()
+
+    def settle(exc: BaseException | None, out: Any) -> None:
+        if not done.done():
+            done.set_exception(exc) if exc is not None else done.set_result(out)
+
+    def run() -> None:
+        try:
+            out, exc = fn(), None
+        except BaseException as e:  # noqa: BLE001 - handed to the awaiting task
+            out, exc = None, e
+        with contextlib.suppress(RuntimeError):  # the loop ended meanwhile (a quit)
+            loop.call_soon_threadsafe(settle, exc, out)
+
+    threading.Thread(target=run, daemon=True).start()
+    return await done
 
 
 def _say(text: str) -> None:

@@ -36,6 +36,7 @@ class StreamResult:
     sends: list[tuple[float, float]] = field(default_factory=list)  # (time, audio s sent so far)
     close_code: int | None = None  # how the server closed the socket (None: never closed)
     close_reason: str = ""
+    gave_up: bool = False  # the client stopped trying (and said why): no closed is coming
 
     @property
     def finals(self) -> list[wire.Final]:
@@ -254,6 +255,8 @@ def finish(res: StreamResult, url: str, output: str | None) -> int:
     elif closed and closed[-1].reason != "client_close":
         why = ENDED_EARLY.get(closed[-1].reason, closed[-1].reason)
         print(f"whisperwire: the server ended the session early: {why}", file=sys.stderr)
+        status = 1
+    elif not closed and res.gave_up:
         status = 1
     elif not closed:
         how = f"code {res.close_code}" if res.close_code is not None else "no close frame"

@@ -45,9 +45,14 @@ class StandIn:
         self.plays, self.connections, self.got = list(plays), 0, []
         self.channel: dict | None = {"finals": [], "offset": 0.0, "instance": "a", "turns": []}
 
+    fail_reads = 0  # this many transcript.json reads answer 500 first
+
     def http(self, conn, req):  # type: ignore[no-untyped-def]
         if not req.path.startswith("/v1/sessions/"):
             return None
+        if self.fail_reads > 0:
+            self.fail_reads -= 1
+            return conn.respond(HTTPStatus.INTERNAL_SERVER_ERROR, "busy")
         if self.channel is None:
             return conn.respond(HTTPStatus.INTERNAL_SERVER_ERROR, "no")
         return conn.respond(HTTPStatus.OK, json.dumps(self.channel))
@@ -186,25 +191,31 @@ def test_a_restarted_server_s_finals_are_shown_and_timed_after_the_old_ones():
 
 
 @pytest.mark.timeout(60)
-def test_finals_are_shown_when_the_transcript_cannot_be_read_after_a_drop():
-    """The old segment numbers filtered the next connection's live finals as replays: those of
-    a restarted server (numbered from 0 again) were never shown."""
+def test_an_unreadable_transcript_after_a_drop_is_never_guessed_at():
+    """Without the channel's transcript a reconnect cannot know what the server heard: it
+    guessed, and a restarted server's finals (numbered from 0 again) were then filtered as
+    replays, audio was lost or sent twice, times were off. Now that connection is given up
+    before it sends anything, and the next one, which can read it, goes on."""
     s = StandIn(drop_after(10, seg=5), serve_to_the_end)
 
     async def go():  # type: ignore[no-untyped-def]
         real = s.handler
 
         async def handler(ws) -> None:  # type: ignore[no-untyped-def]
-            if s.connections == 1:
-                s.channel = None  # transcript.json answers 500
+            if s.connections == 1:  # a restarted server, unreadable for a moment
+                s.channel = {"finals": [], "offset": 0.0, "instance": "b", "turns": []}
+                s.fail_reads = 4
             await real(ws)
 
         s.handler = handler
         return await s.run(mic(40))
 
     res, shown, said = asyncio.run(go())
-    assert [m.segment for m in shown if isinstance(m, wire.Final)] == [5, 1]
-    assert any("could not read" in x for x in said)
+    assert s.connections == 3 and s.got[1] == [], "the unread one sent nothing"
+    assert any("cannot read" in x for x in said)
+    finals = [m for m in shown if isinstance(m, wire.Final)]
+    assert [f.segment for f in finals] == [5, 1] and finals[1].start > finals[0].end
+    assert sorted(set(s.got[0] + s.got[2])) == list(range(40))
 
 
 @pytest.mark.timeout(60)
@@ -240,3 +251,34 @@ def test_held_audio_drops_the_oldest_beyond_its_bound_and_sent_audio_gives_the_l
     last = s.last(CHUNK + CHUNK // 2)
     assert [len(p) for p in last] == [CHUNK // 2, CHUNK] and index(last[1]) == 5
     assert s.size == 4 * CHUNK - len(b"".join(last))  # what is left to say again
+
+
+@pytest.mark.timeout(60)
+def test_a_server_shutting_down_before_it_read_everything_gets_the_rest_elsewhere():
+    """``closed(server_shutdown)`` after the microphone stopped ended the session even when the
+    server had not read all that was sent (it holds back reading under load)."""
+    async def shutting(s, ws, got) -> None:  # type: ignore[no-untyped-def]
+        await ws.send(wire.encode(wire.Ready("s1", "m", "cpu", "int8", 16000)))
+        await take(ws, got)  # all of it, up to the client's close...
+        heard = 12  # ...but only 12 chunks were decoded before the shutdown
+        s.channel = {"finals": [json.loads(final(0, 0.0))], "offset": heard / 10,
+                     "instance": "a", "turns": []}
+        await ws.send(final(0, 0.0))
+        await ws.send(wire.encode(wire.Closed("server_shutdown", heard / 10)))
+        await ws.close(1001)
+
+    s = StandIn(shutting, serve_to_the_end)
+    res, shown, said = asyncio.run(s.run(mic(20)))
+    assert s.connections == 2 and s.got[1] == list(range(12, 20))
+    assert [m.reason for m in shown if isinstance(m, wire.Closed)] == ["client_close"]
+
+
+def test_a_client_that_gave_up_is_not_told_the_server_ended_it(capsys):
+    """After "stopped" (a second Ctrl-C) or "could not reach it again", ``finish`` added that
+    the server had ended the connection."""
+    from whisperwire.client.stream import StreamResult, finish
+
+    res = StreamResult(gave_up=True)
+    res.messages.append((0.0, 0.0, wire.Ready("s1", "m", "cpu", "int8", 16000)))
+    assert finish(res, "ws://127.0.0.1:1", None) == 1
+    assert capsys.readouterr().err == ""
