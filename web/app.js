@@ -27,6 +27,8 @@ const state = {
   live: null,  // the speaker socket the server took (`ready`): audio goes there
   held: [], heldBytes: 0,  // microphone audio captured while no socket was live
   segments: new Segments(),
+  instance: null,  // the channel's life (transcript.json): a new one after a server restart
+  caught: null,  // a speaker's messages held while its catch-up reads the channel
 };
 
 function setStatus(text, cls) { const s = $("status"); s.textContent = text; s.className = `status ${cls}`; }
@@ -107,12 +109,13 @@ function refused(err, code) {
 
 function onSpeakerMessage(m, ws, started) {
   if (m.type === "ready") {
+    const again = state.joined && state.session === m.session;
     state.live = ws;
     sendAudio(null);  // what was said while (re)connecting goes first
     state.session = m.session;
     state.viewToken = m.view_token || null;
     state.joined = true;
-    state.segments = new Segments();  // a speaker's socket never replays finals
+    catchUp(m.session, again);
     showShare(m.session);
     setStatus("live", "live");
     say(`${m.model} on ${m.device}/${m.compute_type}`);
@@ -128,9 +131,36 @@ function onSpeakerMessage(m, ws, started) {
     if (!["server_shutdown", "replica_lost"].includes(m.reason)) { state.link.stop(); releaseMic(); }
     setStatus("stopped", "idle");
     say(`${explainClosed(m.reason)} ${m.audio_seconds.toFixed(1)} s of audio.`);
+  } else if (state.caught) {
+    state.caught.push(m);  // after the finals the catch-up brings
   } else {
     showCaption(m);
   }
+}
+
+/** A speaker's socket never replays finals, but after a drop the server made finals of the
+ * dropped connection's last audio that only the channel has (`transcript.json`): shown once,
+ * before the new connection's, when the channel is the same life of the id (`instance`); a
+ * restarted server's new channel numbers its finals from 0 again, so the count starts over. */
+async function catchUp(session, again) {
+  state.caught = [];
+  let tr = null;
+  try {
+    const t = state.viewToken || token;
+    const r = await fetch(wire.transcriptPath(session, "json"),
+                          t ? { headers: { Authorization: `Bearer ${t}` } } : {});
+    if (r.ok) tr = await r.json();
+  } catch { tr = null; }
+  if (again && tr && state.instance && tr.instance === state.instance) {
+    for (const f of tr.finals) if (state.segments.isNewFinal(f)) appendFinal(f);
+  } else {
+    state.segments = new Segments();
+    if (tr && tr.finals.length) state.segments.last = tr.finals[tr.finals.length - 1].segment;
+  }
+  state.instance = tr ? tr.instance : null;
+  const held = state.caught;
+  state.caught = null;
+  for (const m of held) showCaption(m);
 }
 
 function connectSpeaker() {
