@@ -87,3 +87,71 @@ def wait_for(fn: Callable[[], Any], timeout: float, what: str, every: float = 0.
 def sockets(page: Any) -> list[dict]:
     """The WebSockets the page opened so far (needs COUNT_SOCKETS as an init script)."""
     return page.evaluate("window.__sockets")
+
+
+class CuttableProxy:
+    """A TCP proxy on 127.0.0.1 (threads) in front of a server's ``port``, so a test can cut
+    every link at once, as a restarting server or a network blip does, and lead the next
+    connections to another server. ``http``: its address."""
+
+    def __init__(self, port: int) -> None:
+        import socket
+        import threading
+
+        self.target, self.links, self.accepted = port, [], 0
+        self._lock = threading.Lock()
+        self._srv = socket.create_server(("127.0.0.1", 0))
+        self.http = f"http://127.0.0.1:{self._srv.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+        import threading
+
+        while True:
+            try:
+                client, _ = self._srv.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target))
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self.accepted += 1
+                self.links += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a: Any, b: Any) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (a, b):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def cut(self, then_port: int | None = None) -> None:
+        """Close every open link; new connections go to ``then_port`` if given."""
+        import socket
+
+        with self._lock:
+            links, self.links = self.links, []
+            self.target = then_port or self.target
+        for s in links:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+                s.close()
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.cut()
+        self._srv.close()

@@ -68,6 +68,41 @@ def _alpha(png: bytes) -> np.ndarray:
     return img[:, :, 3]
 
 
+def test_a_restarted_server_gets_again_what_the_old_one_had_not_made_final(live_server,
+                                                                          browser):
+    """The server behind the page restarts (a deploy, a crash) 5.5 s into jfk: its new channel
+    is empty, and what the old one had not made final went with it. The page sends the new
+    server its audio from the end of its last final. Before, only what the microphone heard
+    while disconnected went, and "ask not" was lost."""
+    from browser_support import CuttableProxy
+    from conftest import LiveServer
+    from whisperwire.server.wer import longest_missing
+
+    with LiveServer(engine=live_server.app.state.engine) as restarted:
+        proxy = CuttableProxy(int(live_server.url.rsplit(":", 1)[1]))
+        page = browser.new_page()
+        try:
+            page.goto(proxy.http + "/?session=restart")
+            page.click("[data-testid=start]")
+            wait_for(lambda: page.inner_text("[data-testid=status]") == "live", 30, "live",
+                     page=page)
+            page.wait_for_timeout(5500)
+            proxy.cut(then_port=int(restarted.url.rsplit(":", 1)[1]))
+            wait_for(lambda: restarted.app.state.hub.get("restart") is not None, 60,
+                     "the page on the restarted server", page=page)
+            finals = lambda: page.inner_text("[data-testid=finals]")  # noqa: E731
+            wait_for(lambda: normalize(finals()).count("country") >= 2, 60,
+                     "the end of the speech", page=page)
+            page.click("[data-testid=stop]")
+            wait_for(lambda: page.inner_text("[data-testid=status]") == "stopped", 30,
+                     "stopped", page=page)
+            ref = normalize(references()["jfk.wav"])
+            assert longest_missing(ref, normalize(finals())) <= 1, finals()
+        finally:
+            page.close()
+            proxy.close()
+
+
 def test_overlay_is_transparent_shows_captions_and_fades(live_server, browser):
     from concurrent.futures import ThreadPoolExecutor
 

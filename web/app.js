@@ -29,7 +29,11 @@ const state = {
   segments: new Segments(),
   instance: null,  // the channel's life (transcript.json): a new one after a server restart
   caught: null,  // a speaker's messages held while its catch-up reads the channel
+  // audio sent lately (to say again what a drop lost), how much of it on this connection,
+  // where this connection began on the channel's clock, and its last final's end (own clock)
+  sent: [], sentBytes: 0, sentOnConn: 0, connOffset: null, lastEnd: null,
 };
+const BYTES_PER_S = 16000 * 2;
 
 function setStatus(text, cls) { const s = $("status"); s.textContent = text; s.className = `status ${cls}`; }
 function say(text) { $("message").textContent = text; }
@@ -58,7 +62,7 @@ function showPartial(m) {
 }
 
 function showCaption(m) {
-  if (m.type === "final" && state.segments.isNewFinal(m)) appendFinal(m);
+  if (m.type === "final" && state.segments.isNewFinal(m)) { appendFinal(m); state.lastEnd = m.end; }
   else if (m.type === "partial") { state.segments.sawPartial(m); showPartial(m); }
 }
 
@@ -110,8 +114,7 @@ function refused(err, code) {
 function onSpeakerMessage(m, ws, started) {
   if (m.type === "ready") {
     const again = state.joined && state.session === m.session;
-    state.live = ws;
-    sendAudio(null);  // what was said while (re)connecting goes first
+    state.live = ws;  // (what was said while (re)connecting goes first, after the catch-up)
     state.session = m.session;
     state.viewToken = m.view_token || null;
     state.joined = true;
@@ -151,16 +154,43 @@ async function catchUp(session, again) {
                           t ? { headers: { Authorization: `Bearer ${t}` } } : {});
     if (r.ok) tr = await r.json();
   } catch { tr = null; }
+  const sentOld = state.sentOnConn / BYTES_PER_S;  // audio the dropped connection sent
   if (again && tr && state.instance && tr.instance === state.instance) {
     for (const f of tr.finals) if (state.segments.isNewFinal(f)) appendFinal(f);
+    // what was in flight when it dropped: sent, never heard
+    if (state.connOffset !== null) sayAgain(sentOld - (tr.offset - state.connOffset));
   } else {
+    // a restarted server lost what it had not made final: all after the last final shown
+    if (again && tr && state.instance) sayAgain(sentOld - (state.lastEnd ?? 0));
     state.segments = new Segments();
     if (tr && tr.finals.length) state.segments.last = tr.finals[tr.finals.length - 1].segment;
   }
   state.instance = tr ? tr.instance : null;
+  state.connOffset = tr ? tr.offset : null;
+  state.sentOnConn = 0; state.lastEnd = null;
   const held = state.caught;
   state.caught = null;
   for (const m of held) showCaption(m);
+  sendAudio(null);
+}
+
+/** The last `seconds` of audio sent, put back in front of the held audio. */
+function sayAgain(seconds) {
+  let n = Math.max(0, Math.floor(seconds * BYTES_PER_S / 2) * 2);
+  const back = [];
+  while (n > 0 && state.sent.length) {
+    let c = state.sent.pop();
+    state.sentBytes -= c.byteLength;
+    if (c.byteLength > n) {
+      state.sent.push(c.slice(0, c.byteLength - n));
+      state.sentBytes += c.byteLength - n;
+      c = c.slice(c.byteLength - n);
+    }
+    back.unshift(c);
+    n -= c.byteLength;
+  }
+  state.held = back.concat(state.held);
+  state.heldBytes += back.reduce((a, c) => a + c.byteLength, 0);
 }
 
 function connectSpeaker() {
@@ -220,15 +250,21 @@ async function start() {
  * page again: a network blip loses no speech. Before, it was sent to no one. */
 function sendAudio(pcm) {
   const ws = state.link && state.link.socket();
-  if (ws && ws === state.live && ws.readyState === WebSocket.OPEN) {
-    for (const chunk of state.held) ws.send(chunk);
+  if (ws && ws === state.live && ws.readyState === WebSocket.OPEN && !state.caught) {
+    for (const chunk of state.held) send(ws, chunk);
     state.held = []; state.heldBytes = 0;
-    if (pcm) ws.send(pcm);
+    if (pcm) send(ws, pcm);
     return;
   }
   if (!pcm) return;
   state.held.push(pcm); state.heldBytes += pcm.byteLength;
   while (state.heldBytes > HELD_MAX_BYTES) state.heldBytes -= state.held.shift().byteLength;
+}
+
+function send(ws, chunk) {
+  ws.send(chunk);
+  state.sent.push(chunk); state.sentBytes += chunk.byteLength; state.sentOnConn += chunk.byteLength;
+  while (state.sentBytes > HELD_MAX_BYTES) state.sentBytes -= state.sent.shift().byteLength;
 }
 
 /** The Stop button: no more reconnects; the server answers `close` with the last finals and
@@ -243,6 +279,7 @@ function stop() {
 
 function releaseMic() {
   state.held = []; state.heldBytes = 0; state.live = null;
+  state.sent = []; state.sentBytes = 0; state.sentOnConn = 0;
   if (state.stream) state.stream.getTracks().forEach((t) => t.stop());
   if (state.ctx) state.ctx.close();
   state.stream = state.ctx = state.node = null;
