@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
 from whisperwire.server import wire
 
-from .connect import check_output, parse_event, run_client, ws_url
+from .connect import bearer, check_output, parse_event, run_client, ws_url
 from .printer import CaptionPrinter
 from .stream import ctrl_c_sets, write_output
 
@@ -32,6 +33,7 @@ class Lost(Exception):
 
 
 RETRIES_S = (1, 2, 4, 8, 15, 15, 15, 15)  # reconnect waits, as the viewer page's: ~75 s
+UP_S = 10.0  # a connection up this long was good: the count of failed tries starts again
 
 
 async def watch(url: str, session: str, on_message: Callable[[wire.Message], None],
@@ -47,9 +49,8 @@ async def watch(url: str, session: str, on_message: Callable[[wire.Message], Non
     out: list[wire.Message] = []
     done = False
     full = f"{url.rstrip('/')}/v1/sessions/{quote(session, safe='')}/events"
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with websockets.connect(full, max_size=None, open_timeout=30,
-                                  additional_headers=headers) as ws:
+                                  additional_headers=bearer(token)) as ws:
 
         async def read() -> None:
             nonlocal done
@@ -81,15 +82,13 @@ async def watch(url: str, session: str, on_message: Callable[[wire.Message], Non
 async def follow_channel(url: str, session: str, on_message: Callable[[wire.Message], None],
                          token: str | None = None, *, follow: bool = True,
                          stop: asyncio.Event | None = None,
-                         waits_s: tuple[float, ...] | None = None) -> list[wire.Message]:
+                         waits_s: tuple[float, ...] | None = None) -> None:
     """:func:`watch_when_live`, opened again whenever the connection drops (``--once``: before
     ``closed``): finals the server replays to a viewer that joins (those up to the last segment
     shown) are skipped. Raises :class:`Lost` once the server cannot be reached again."""
     import websockets
 
     waits_s = RETRIES_S if waits_s is None else waits_s
-
-    out: list[wire.Message] = []
     seen = -1
 
     def fresh(m: wire.Message) -> None:
@@ -98,27 +97,28 @@ async def follow_channel(url: str, session: str, on_message: Callable[[wire.Mess
             if m.segment <= seen:
                 return
             seen = m.segment
-        out.append(m)
         on_message(m)
 
     tries, dropped = 0, False
     while True:
         lost: list[bool] = []
+        began = time.monotonic()
+        why = f"the connection to {url} kept dropping"
         try:
             await watch_when_live(url, session, fresh, token=token, follow=follow, stop=stop,
                                   lost=lost)
         except (OSError, TimeoutError, websockets.InvalidHandshake) as exc:
             if not dropped:
                 raise  # never reached: said at once, as every command does (exit 2)
-            if tries >= len(waits_s):
-                raise Lost(f"lost the server at {url} and could not reach it again "
-                           f"({exc})") from None
             lost.append(True)
+            why = f"lost the server at {url} and could not reach it again ({exc})"
         if not lost or (stop is not None and stop.is_set()):
-            return out
+            return
         dropped = True
+        if time.monotonic() - began >= UP_S:  # as the page counts: failures in a row
+            tries = 0
         if tries >= len(waits_s):
-            raise Lost(f"the connection to {url} kept dropping; gave up after {tries} tries")
+            raise Lost(f"{why}; gave up after {tries} tries")
         await asyncio.sleep(waits_s[tries])
         tries += 1
 

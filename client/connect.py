@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from whisperwire.server import wire
 from whisperwire.server.errors import ProtocolError
@@ -32,6 +32,16 @@ EXIT_SERVER, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 
 class ClientFault(Exception):
     """Something the user can fix; ``str()`` is the sentence to print."""
+
+
+def bearer(token: str | None) -> dict[str, str]:
+    """The headers that carry ``token`` (none without one)."""
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def listen_url(url: str, params: wire.ListenParams) -> str:
+    """A speaker's WebSocket address on the server at ``url`` (a :func:`ws_url`)."""
+    return f"{url.rstrip('/')}/v1/listen?{urlencode(params.to_query())}"
 
 
 def ws_url(url: str) -> str:

@@ -35,15 +35,15 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 from whisperwire.server import wire
 from whisperwire.server.hub import on_channel_clock
 
-from .connect import parse_event
+from .connect import bearer, listen_url, parse_event
 from .stream import StreamResult
 
-__all__ = ["HELD_MAX_S", "Held", "RETRIES_S", "Sent", "speak"]
+__all__ = ["HELD_MAX_S", "Pcm", "RETRIES_S", "speak"]
 
 RETRIES_S = (0.5, 1, 2, 4, 8, 10, 10, 10, 10, 10, 10, 10)  # the page's: 12 tries over ~85 s
 HELD_MAX_S = 120.0  # audio held while disconnected, as the page holds
@@ -59,14 +59,14 @@ GONE = ("server_shutdown", "replica_lost")  # ``closed`` reasons that are drops
 TRANSIENT = ("session_taken", "shutting_down", "not_ready", "server_full")
 
 
-class Held:
-    """PCM not sent yet, oldest first, at most ``max_bytes`` (beyond, the oldest goes)."""
+class Pcm:
+    """PCM pieces, oldest first, at most ``max_bytes`` of them (beyond, the oldest go, counted
+    in ``let_go``): the audio held to send, and the audio sent lately to say again."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.size = 0
-        self.let_go = 0  # bytes dropped for room
-        self.more = asyncio.Event()
+        self.let_go = 0
         self._q: deque[bytes] = deque()
 
     def add(self, piece: bytes) -> None:
@@ -76,7 +76,6 @@ class Held:
             gone = self._q.popleft()
             self.size -= len(gone)
             self.let_go += len(gone)
-        self.more.set()
 
     def take(self) -> bytes | None:
         if not self._q:
@@ -85,26 +84,13 @@ class Held:
         self.size -= len(piece)
         return piece
 
-    def put_back(self, piece: bytes) -> None:
-        self._q.appendleft(piece)
-        self.size += len(piece)
+    def put_back(self, pieces: list[bytes]) -> None:
+        """``pieces`` (oldest first) in front of what is there."""
+        for piece in reversed(pieces):
+            self._q.appendleft(piece)
+            self.size += len(piece)
 
-
-class Sent:
-    """The last ``max_bytes`` of audio sent, to be said again when a drop lost some of it."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self.size = 0
-        self._q: deque[bytes] = deque()
-
-    def add(self, piece: bytes) -> None:
-        self._q.append(piece)
-        self.size += len(piece)
-        while self.size - len(self._q[0]) >= self.max_bytes:
-            self.size -= len(self._q.popleft())
-
-    def last(self, n: int) -> list[bytes]:
+    def take_last(self, n: int) -> list[bytes]:
         """The last ``n`` bytes (or all there are), oldest first, taken out."""
         out: list[bytes] = []
         while n > 0 and self._q:
@@ -146,8 +132,9 @@ class _Speaker:
         self.on_message = on_message or (lambda m: None)
         self.waits_s, self.say, self.quit = waits_s, say, quit
         self.bps = params.bytes_per_sample * params.sample_rate  # bytes per audio second
-        self.held = Held(int(held_max_s * self.bps))
-        self.sent_audio = Sent(int(held_max_s * self.bps))
+        self.held = Pcm(int(held_max_s * self.bps))  # to send
+        self.sent_audio = Pcm(int(held_max_s * self.bps))  # sent lately
+        self.more = asyncio.Event()  # something was added to ``held``, or the source ended
         self.source_done = asyncio.Event()
         self.res = StreamResult()
         self.session: str | None = params.session
@@ -161,10 +148,6 @@ class _Speaker:
         self.offset, self.began_at = 0.0, 0
         self.restarts = 0.0  # where a restarted server's new channel begins on that clock
         self.last_end: float | None = None  # the end of the last final shown, on that clock
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
     async def run(self) -> StreamResult:
         pump = asyncio.create_task(self._pump())
@@ -226,27 +209,27 @@ class _Speaker:
             failures += 1
 
     async def _pump(self) -> None:
-        """The microphone, into :class:`Held`, whatever the connection is doing."""
+        """The microphone, into ``held``, whatever the connection is doing."""
         try:
             async for piece in self.chunks:
                 self.held.add(piece)
+                self.more.set()
         except (asyncio.CancelledError, KeyboardInterrupt):
             pass
         finally:
             self.source_done.set()
-            self.held.more.set()
+            self.more.set()
 
     async def _connect_once(self) -> Outcome:
         import websockets
 
-        p = replace(self.params, session=self.session)
-        full = f"{self.url.rstrip('/')}/v1/listen?{urlencode(p.to_query())}"
+        full = listen_url(self.url, replace(self.params, session=self.session))
         try:
             # no keepalive timeout: a speaker faster than the decoder is held back by TCP, and a
             # ping then waits behind its own audio; the server's ``status`` is the sign of life
             ws = await websockets.connect(full, max_size=None, ping_timeout=None,
                                           open_timeout=OPEN_S if self.ever_ready else 30,
-                                          additional_headers=self.headers)
+                                          additional_headers=bearer(self.token))
         except (OSError, TimeoutError, websockets.InvalidHandshake):
             if not self.ever_ready:
                 raise  # never reached: said at once, as every command does
@@ -328,14 +311,14 @@ class _Speaker:
         await ready.wait()
         try:
             while True:
-                self.held.more.clear()
+                self.more.clear()
                 piece = self.held.take()
                 if piece is None:
                     if self.source_done.is_set():
                         self.close_sent_at = time.monotonic()
                         await ws.send(json.dumps({"type": "close"}))
                         return
-                    await self.held.more.wait()
+                    await self.more.wait()
                     continue
                 # counted as sent before it is: if the connection drops now, what the server
                 # did not get is said again after the reconnect (:meth:`_catch_up`)
@@ -360,7 +343,7 @@ class _Speaker:
         base = self.url.rstrip("/").replace("ws://", "http://", 1).replace("wss://", "https://", 1)
         req = urllib.request.Request(
             f"{base}/v1/sessions/{quote(self.session or '', safe='')}/transcript.json",
-            headers=self.headers)
+            headers=bearer(self.token))
 
         def get() -> bytes:
             with urllib.request.urlopen(req, timeout=FETCH_S) as r:  # noqa: S310 - our server
@@ -424,9 +407,8 @@ class _Speaker:
         """Put the last ``seconds`` sent back in front of the held audio; how much there was."""
         step = self.params.bytes_per_sample
         n = max(0, int(seconds * self.bps) // step * step)
-        pieces = self.sent_audio.last(n) if n else []
-        for piece in reversed(pieces):
-            self.held.put_back(piece)
+        pieces = self.sent_audio.take_last(n)
+        self.held.put_back(pieces)
         return sum(len(p) for p in pieces) / self.bps
 
 

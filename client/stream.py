@@ -13,14 +13,14 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlencode
 
 import numpy as np
 from whisperwire.server import wire
 from whisperwire.server.text import finals_text
 
 from .audio_file import read_audio
-from .connect import ClientFault, check_output, parse_event, run_client, ws_url
+from .connect import (ClientFault, bearer, check_output, listen_url, parse_event, run_client,
+                      ws_url)
 from .printer import CaptionPrinter
 
 __all__ = ["CaptionPrinter", "StreamResult", "finish", "paced", "stream_chunks", "stream_file",
@@ -96,13 +96,11 @@ async def stream_chunks(
 
     bps = params.bytes_per_sample
     res = StreamResult()
-    full = f"{url.rstrip('/')}/v1/listen?{urlencode(params.to_query())}"
     sent = 0
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
     # No keepalive timeout: a speaker faster than the decoder is held back by TCP, and a ping
     # then waits behind its own audio; the audio flowing is the sign of life.
-    async with websockets.connect(full, max_size=None, open_timeout=30, ping_timeout=None,
-                                  additional_headers=headers) as ws:
+    async with websockets.connect(listen_url(url, params), max_size=None, open_timeout=30,
+                                  ping_timeout=None, additional_headers=bearer(token)) as ws:
 
         async def reader() -> None:
             try:

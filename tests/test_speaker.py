@@ -236,22 +236,19 @@ def test_a_second_ctrl_c_while_disconnected_quits_at_once():
 
 
 def test_held_audio_drops_the_oldest_beyond_its_bound_and_sent_audio_gives_the_last_bytes():
-    async def go():  # type: ignore[no-untyped-def]
-        h = speaker.Held(3 * CHUNK)
-        for k in range(5):
-            h.add(chunk(k))
-        out = [index(h.take()) for _ in range(3)]
-        return out, h.let_go, h.take()
-
-    out, let_go, rest = asyncio.run(go())
-    assert out == [2, 3, 4] and let_go == 2 * CHUNK and rest is None
-    s = speaker.Sent(4 * CHUNK)
+    h = speaker.Pcm(3 * CHUNK)
+    for k in range(5):
+        h.add(chunk(k))
+    out = [index(h.take()) for _ in range(3)]
+    assert out == [2, 3, 4] and h.let_go == 2 * CHUNK and h.take() is None
+    s = speaker.Pcm(4 * CHUNK)
     for k in range(6):
         s.add(chunk(k))
-    last = s.last(CHUNK + CHUNK // 2)
+    last = s.take_last(CHUNK + CHUNK // 2)
     assert [len(p) for p in last] == [CHUNK // 2, CHUNK] and index(last[1]) == 5
     assert s.size == 4 * CHUNK - len(b"".join(last))  # what is left to say again
-
+    s.put_back(last)
+    assert [s.take() for _ in range(2)] == last  # in front: what is said again goes first
 
 @pytest.mark.timeout(60)
 def test_a_server_shutting_down_before_it_read_everything_gets_the_rest_elsewhere():
