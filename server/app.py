@@ -249,12 +249,13 @@ class WhisperWire:
         if fmt == "txt":
             return PlainTextResponse(subtitles.to_txt(finals), headers=disp)
         if fmt == "json":
-            # offset: where the live (or next) speaker's audio begins on the channel's clock;
-            # instance: this channel's life on the server (a restarted server has a new one).
-            # A speaker that reconnects needs both (client/speaker.py).
+            # offset: where the live (or next) speaker's audio begins on the channel's clock
+            # (the ended speakers' audio: a speaker starts there); instance: this channel's
+            # life on the server (a restarted server has a new one). A speaker that reconnects
+            # needs both (client/speaker.py).
             return Response(subtitles.to_json(
                 sid, list(t.finals), t.live, t.turns, instance=t.instance,
-                offset=round(t.offset if t.live else t.audio_seconds, 3)),
+                offset=round(t.audio_seconds, 3)),
                             media_type="application/json")
         return JSONResponse({"error": "unknown_format", "formats": ["srt", "vtt", "txt", "json"]},
                             status_code=404)

@@ -320,6 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     level = getattr(logging, str(args.__dict__.get("log_level", "info")).upper(), logging.INFO)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
+    from .logs import LOG_FORMAT
+
+    logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr)
     return int(args.func(args) or 0)

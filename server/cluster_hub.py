@@ -179,8 +179,7 @@ class Directory:
             return None
         return {"seq": ch.seq, "finals": list(ch.finals), "live": ch.live, "closed": ch.closed,
                 "partial": ch.partial[1] if ch.partial else None, "turns": list(ch.turns),
-                "offset": ch.offset, "audio_seconds": ch.audio_seconds,
-                "instance": ch.instance}
+                "audio_seconds": ch.audio_seconds, "instance": ch.instance}
 
     async def since(self, session: str, cursor: int, wait_s: float = 10.0) -> dict | None:
         """What happened on ``session`` after ``cursor``, waiting up to ``wait_s`` for
@@ -353,7 +352,6 @@ class ClusterHub(Hub):
             return None
         return Transcript(session, finals=[wire.decode(f) for f in snap["finals"]],
                           live=snap["live"], turns=list(snap.get("turns", ())),
-                          offset=snap.get("offset", 0.0),
                           audio_seconds=snap.get("audio_seconds", 0.0),
                           instance=snap.get("instance", ""))
 

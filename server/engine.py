@@ -228,6 +228,7 @@ class Engine:
         # called on the event loop after each batch with (batch size, wall seconds)
         self.observers: list[Callable[[int, float], None]] = []
         self.draft: Engine | None = None  # two-model mode: the partials' model
+        self._user_prompts: dict[tuple[str, str], list[int]] = {}  # see _user_tokens
 
     @property
     def loaded(self) -> bool:
@@ -467,11 +468,23 @@ class Engine:
         sentences has that many."""
         n = self.opt.prompt_tokens
         tok = self._tokenizer(r.task, None)
-        own = tok.encode(" " + r.user_prompt.strip())[:n] if r.user_prompt.strip() else []
+        own = self._user_tokens(r.task, r.user_prompt)[:n]
         room = n - len(own)
         if room <= 0 or not r.prompt.strip():
             return own
         return own + tok.encode(" " + r.prompt.strip())[-room:]
+
+    def _user_tokens(self, task: str, prompt: str) -> list[int]:
+        """A client's prompt as tokens: fixed for a session, asked for twice per decode (the
+        batch key and the decode), so encoded once."""
+        key = (task, prompt.strip())
+        toks = self._user_prompts.get(key)  # (read by the scheduler and the decode threads)
+        if toks is None:
+            toks = self._tokenizer(task, None).encode(" " + key[1]) if key[1] else []
+            if len(self._user_prompts) >= 512:
+                self._user_prompts.clear()
+            self._user_prompts[key] = toks
+        return toks
 
     def _count(self, **deltas: float) -> None:
         with self._stats_lock:

@@ -13,7 +13,9 @@ import logging
 import re
 from urllib.parse import unquote_plus
 
-__all__ = ["RedactTokens", "event_lines_to_stderr", "install_redaction", "redact"]
+__all__ = ["LOG_FORMAT", "RedactTokens", "event_lines_to_stderr", "install_redaction", "redact"]
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 _QUERY_TOKEN = re.compile(r"((?:^|[?&;_\s\"'])token=)[^&;\s\"']*", re.IGNORECASE)
 # a query parameter whose name is percent-encoded ("%74oken=" is "token=" to the server)
@@ -97,7 +99,7 @@ def event_lines_to_stderr(level: int = logging.INFO) -> None:
     if ours.handlers or logging.getLogger().handlers:
         return
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
     handler.addFilter(_FILTER)
     ours.addHandler(handler)
     ours.setLevel(level)

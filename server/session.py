@@ -31,14 +31,14 @@ from .agreement import join_words
 from .audio import MODEL_RATE
 from .decoding import DecodeRequest, DecodeResult
 from .judging import Judge
-from .rereads import centre, loop_start, spoken, words_from
+from .rereads import centre, spoken, words_from
 from .stream_options import StreamOptions
 from .text import convert_words, is_unspaced, join_texts, script_for, split_words
 from .utterance import ATTEMPTS, Attempt, Early, Kind, Run, Verdict
 from .vad import SpeechAudio, SpeechEnd, SpeechPause, SpeechResume, SpeechStart, VadSegmenter
 from .wire import Final, Language, Message, Partial, UtteranceEnd, Word
 
-__all__ = ["StreamOptions", "StreamSession", "loop_start"]
+__all__ = ["StreamOptions", "StreamSession"]
 
 
 class _InFlight(NamedTuple):
