@@ -74,7 +74,7 @@ def test_a_restarted_server_gets_again_what_the_old_one_had_not_made_final(live_
     is empty, and what the old one had not made final went with it. The page sends the new
     server its audio from the end of its last final. Before, only what the microphone heard
     while disconnected went, and "ask not" was lost."""
-    from browser_support import CuttableProxy
+    from tcp_proxy import CuttableProxy
     from conftest import LiveServer
     from whisperwire.server.wer import longest_missing
 
@@ -87,7 +87,8 @@ def test_a_restarted_server_gets_again_what_the_old_one_had_not_made_final(live_
             wait_for(lambda: page.inner_text("[data-testid=status]") == "live", 30, "live",
                      page=page)
             page.wait_for_timeout(5500)
-            proxy.cut(then_port=int(restarted.url.rsplit(":", 1)[1]))
+            proxy.cut()
+            proxy.mend(int(restarted.url.rsplit(":", 1)[1]))
             wait_for(lambda: restarted.app.state.hub.get("restart") is not None, 60,
                      "the page on the restarted server", page=page)
             finals = lambda: page.inner_text("[data-testid=finals]")  # noqa: E731

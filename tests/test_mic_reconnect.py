@@ -19,57 +19,13 @@ import numpy as np
 import pytest
 
 from conftest import LiveServer, load16k, references, s16
+from tcp_proxy import CuttableProxy
 from whisperwire.client import mic
 from whisperwire.server.wer import extra_repeats, longest_missing, normalize, wer
 
 pytestmark = pytest.mark.e2e
 
 FILES = ["LJ001-0001.wav", "LJ001-0003.wav"]
-
-
-class CuttableProxy:
-    """Forwards TCP to ``port``; :meth:`cut` kills every open link and refuses new ones until
-    :meth:`mend`."""
-
-    def __init__(self, port: int) -> None:
-        self.target, self.up, self.links, self.accepted = port, True, [], 0
-
-    async def start(self) -> "CuttableProxy":
-        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.url = f"ws://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
-        return self
-
-    async def _serve(self, reader, writer) -> None:  # type: ignore[no-untyped-def]
-        if not self.up:
-            writer.transport.abort()
-            return
-        self.accepted += 1
-        up_r, up_w = await asyncio.open_connection("127.0.0.1", self.target)
-        self.links.append((writer, up_w))
-
-        async def pipe(src, dst) -> None:  # type: ignore[no-untyped-def]
-            try:
-                while data := await src.read(65536):
-                    dst.write(data)
-                    await dst.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                dst.transport.abort()
-
-        await asyncio.gather(pipe(reader, up_w), pipe(up_r, writer))
-
-    def cut(self) -> None:
-        self.up = False
-        for a, b in self.links:
-            a.transport.abort()
-            b.transport.abort()
-        self.links.clear()
-
-    def mend(self, port: int | None = None) -> None:
-        """Take connections again (to ``port``: another server, as after a restart)."""
-        self.target = port or self.target
-        self.up = True
 
 
 def joined_wav(tmp_path) -> tuple[str, float]:  # type: ignore[no-untyped-def]
@@ -91,7 +47,7 @@ def run_mic(live_server, tmp_path, sid: str, new_server=None):  # type: ignore[n
     out = tmp_path / "mic.srt"
 
     async def go():  # type: ignore[no-untyped-def]
-        proxy = await CuttableProxy(int(live_server.url.rsplit(":", 1)[1])).start()
+        proxy = CuttableProxy(int(live_server.url.rsplit(":", 1)[1]))
         args = Namespace(list_devices=False, url=proxy.url, output=str(out), input_file=wav,
                          device=None, language=None, session=sid, task="transcribe",
                          zh_script=None, token=None, lines=True)
@@ -100,7 +56,10 @@ def run_mic(live_server, tmp_path, sid: str, new_server=None):  # type: ignore[n
         proxy.cut()
         await asyncio.sleep(3.0)  # down for 3 s: the microphone goes on, its audio is held
         proxy.mend(new_server and int(new_server.url.rsplit(":", 1)[1]))
-        return await asyncio.wait_for(run, 120), proxy.accepted
+        try:
+            return await asyncio.wait_for(run, 120), proxy.accepted
+        finally:
+            proxy.close()
 
     status, accepted = asyncio.run(go())
     return status, accepted, out, seconds
