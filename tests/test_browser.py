@@ -176,3 +176,46 @@ def test_a_network_blip_while_speaking_loses_no_speech(live_server, browser, int
     tr = httpx.get(f"{live_server.http}/v1/sessions/{sid}/transcript.json").json()
     assert page.inner_text("[data-testid=finals]").split() == tr["text"].split()
     page.close()
+
+
+def test_stop_while_reconnecting_still_delivers_what_was_said(live_server, browser):
+    """The socket drops 5.5 s into jfk, and the user presses Stop 3 s later, while the page is
+    still reconnecting. The speech the microphone heard in those 3 s was said before the user
+    hung up: the page reconnects once more, catches up, sends it, and only then closes. Before,
+    Stop threw the held audio away ("ask not what your country" never reached the server). A
+    second press gives up on it, and says so."""
+    import re
+
+    sockets: list = []
+    outage = [0]
+
+    def handler(ws):  # type: ignore[no-untyped-def]
+        if outage[0]:
+            ws.close(code=1001, reason="outage")
+            return
+        sockets.append((ws, ws.connect_to_server()))
+
+    page = browser.new_page()
+    page.route_web_socket(re.compile(r".*/v1/listen.*"), handler)
+    sid = "stop-while-down"
+    page.goto(live_server.http + f"/?session={sid}")
+    page.click("[data-testid=start]")
+    wait_for(lambda: page.inner_text("[data-testid=status]") == "live", 30, "live", page=page)
+    page.wait_for_timeout(5500)
+    outage[0] = 1
+    page_side, server_side = sockets[-1]
+    server_side.close()
+    page_side.close(code=1001, reason="outage")
+    page.wait_for_timeout(3000)
+    page.click("[data-testid=stop]")
+    assert "stopped" != page.inner_text("[data-testid=status]")
+    outage[0] = 0
+    wait_for(lambda: page.inner_text("[data-testid=status]") == "stopped", 60, "stopped",
+             page=page)
+    txt = " ".join(normalize(
+        httpx.get(f"{live_server.http}/v1/sessions/{sid}/transcript.txt").text))
+    assert "ask not what your country" in txt, txt
+    assert "for your country" not in txt, txt  # said 2 s after Stop: never sent
+    tr = httpx.get(f"{live_server.http}/v1/sessions/{sid}/transcript.json").json()
+    assert page.inner_text("[data-testid=finals]").split() == tr["text"].split()
+    page.close()

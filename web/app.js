@@ -29,6 +29,7 @@ const state = {
   segments: new Segments(),
   instance: null,  // the channel's life (transcript.json): a new one after a server restart
   caught: null,  // a speaker's messages held while its catch-up reads the channel
+  stopping: false,  // Stop was pressed: send what is held, then close
   // audio sent lately (to say again what a drop lost), how much of it on this connection,
   // where this connection began on the channel's clock, and its last final's end (own clock)
   sent: [], sentBytes: 0, sentOnConn: 0, connOffset: null, lastEnd: null,
@@ -171,7 +172,8 @@ async function catchUp(session, again) {
   const held = state.caught;
   state.caught = null;
   for (const m of held) showCaption(m);
-  sendAudio(null);
+  if (state.stopping && state.live.readyState === WebSocket.OPEN) finish(state.live);
+  else sendAudio(null);
 }
 
 /** The last `seconds` of audio sent, put back in front of the held audio. */
@@ -267,25 +269,54 @@ function send(ws, chunk) {
   while (state.sentBytes > HELD_MAX_BYTES) state.sentBytes -= state.sent.shift().byteLength;
 }
 
-/** The Stop button: no more reconnects; the server answers `close` with the last finals and
- * `closed`. */
+/** The Stop button: the microphone stops at once, and nothing said before it is lost. With the
+ * page live, the server answers `close` with the last finals and `closed`. While the page is
+ * catching up or reconnecting, it holds speech the server has not had: it goes on until the
+ * server takes it, then closes (before, Stop threw it away). A second press gives it up. */
 function stop() {
+  if (state.stopping) { giveUpHeld(); return; }
+  state.stopping = true;
+  stopMic();
+  const ws = state.link && state.link.socket();
+  if (ws && ws === state.live && ws.readyState === WebSocket.OPEN && !state.caught) finish(ws);
+  else if (state.link && (state.caught || state.heldBytes)) {
+    say(`Stopping: sending the ${(state.heldBytes / BYTES_PER_S).toFixed(1)} s of speech said `
+        + "while the connection was down. Press Stop again to drop it.");
+  } else giveUpHeld();
+}
+
+/** Everything held is sent: end the session. */
+function finish(ws) {
+  if (state.link) state.link.stop();
+  sendAudio(null);
+  ws.send(wire.close());
+  $("stop").disabled = true;
+}
+
+function giveUpHeld() {
   const ws = state.link && state.link.socket();
   if (state.link) state.link.stop();
   if (ws && ws.readyState === WebSocket.OPEN) ws.send(wire.close());
-  else setStatus("stopped", "idle");
+  const lost = state.heldBytes / BYTES_PER_S;
+  setStatus("stopped", "idle");
+  if (lost > 0) say(`Stopped; ${lost.toFixed(1)} s of speech said while disconnected was not sent.`);
   releaseMic();
 }
 
-function releaseMic() {
-  state.held = []; state.heldBytes = 0; state.live = null;
-  state.sent = []; state.sentBytes = 0; state.sentOnConn = 0;
+/** No more audio captured; what is held stays to be sent. */
+function stopMic() {
   if (state.stream) state.stream.getTracks().forEach((t) => t.stop());
   if (state.ctx) state.ctx.close();
   state.stream = state.ctx = state.node = null;
+  $("level").value = 0;
+}
+
+function releaseMic() {
+  stopMic();
+  state.held = []; state.heldBytes = 0; state.live = null; state.stopping = false;
+  state.sent = []; state.sentBytes = 0; state.sentOnConn = 0;
   $("start").disabled = false;
   $("stop").disabled = true;
-  $("level").value = 0;
 }
 
 function watch(session) {
