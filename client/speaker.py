@@ -54,7 +54,8 @@ CLOSE_S = 120.0  # after ``close``, the last finals and ``closed`` come within t
 FETCH_S = 5.0  # reading the channel's transcript, and tries of it
 FETCH_TRIES = 3
 REFUSAL_CODES = (1003, 1008)
-GONE = ("server_shutdown", "replica_lost")  # ``closed`` reasons that are drops
+GONE = {"server_shutdown": "the server is shutting down",  # ``closed`` reasons that are drops
+        "replica_lost": "the server lost the session"}
 # refusals that a moment changes (the page's list): retried after a drop, never at the start
 TRANSIENT = ("session_taken", "shutting_down", "not_ready", "server_full")
 
@@ -148,6 +149,7 @@ class _Speaker:
         self.offset, self.began_at = 0.0, 0
         self.restarts = 0.0  # where a restarted server's new channel begins on that clock
         self.last_end: float | None = None  # the end of the last final shown, on that clock
+        self.why = "connection lost"  # what the next reconnect says of the drop
 
     async def run(self) -> StreamResult:
         pump = asyncio.create_task(self._pump())
@@ -203,7 +205,8 @@ class _Speaker:
             held = self.held.size / self.bps
             then = (f" (Ctrl-C again to stop without sending the {held:.1f} s held)"
                     if self.source_done.is_set() and held >= 0.05 else "")
-            self.say(f"connection lost; reconnecting to session {self.session!r} "
+            why, self.why = self.why, "connection lost"
+            self.say(f"{why}; reconnecting to session {self.session!r} "
                      f"(try {failures + 1} of {len(self.waits_s)}){then}")
             await asyncio.sleep(self.waits_s[failures])
             failures += 1
@@ -299,6 +302,7 @@ class _Speaker:
                 unread = (self.sent - self.began_at) / self.bps - m.audio_seconds
                 if m.reason in GONE and (not self.source_done.is_set() or self.held.size
                                          or unread > 0.05):
+                    self.why = GONE[m.reason]
                     return Outcome.DROPPED  # (what it never read is sent again)
                 self._keep(m)
                 return Outcome.CLOSED

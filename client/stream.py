@@ -291,10 +291,16 @@ def main(args) -> int:  # type: ignore[no-untyped-def]
         printer = CaptionPrinter(one_per_line=getattr(args, "lines", False))
 
         async def go() -> StreamResult:
-            stop = asyncio.Event()
-            ctrl_c_sets(stop)
+            from .speaker import speak
+
+            stop, quit_now = asyncio.Event(), asyncio.Event()
+            ctrl_c_sets(stop, then=quit_now)  # Ctrl-C: stop sending, wait for the last finals
             chunks = until_stopped(paced(pcm, params, args.speed), stop)
-            return await stream_chunks(url, chunks, params, on_message=printer, token=args.token)
+            # a dropped connection comes back to the same session, as ``mic`` does; a file
+            # can be held whole (flat out it is all read at once)
+            held_s = len(pcm) / params.bytes_per_sample / params.sample_rate + 1.0
+            return await speak(url, chunks, params, on_message=printer, token=args.token,
+                               held_max_s=held_s, say=printer.notice, quit=quit_now)
 
         t0 = time.monotonic()
         res = asyncio.run(go())

@@ -151,7 +151,13 @@ def test_no_captions_is_said_without_nan(live_server, tmp_path):
     assert "nan" not in r.stderr and "no captions" in r.stderr
 
 
-def test_the_server_stopping_mid_stream_ends_with_a_sentence_and_the_output(live_server, tmp_path):
+def test_the_server_stopping_mid_stream_is_waited_for_and_ctrl_c_twice_ends_it(live_server,
+                                                                                tmp_path):
+    """A server stopping mid-file may be restarting: ``stream`` says so and tries again, as
+    ``mic`` does (tests/test_mic_reconnect.py). Ctrl-C twice ends it at once, with a sentence
+    and the finals it had saved."""
+    import signal
+
     out = tmp_path / "partial.txt"
     with LiveServer(engine=live_server.app.state.engine) as srv:
         proc = subprocess.Popen(
@@ -165,9 +171,14 @@ def test_the_server_stopping_mid_stream_ends_with_a_sentence_and_the_output(live
                 break
             time.sleep(0.05)
         srv.server.should_exit = True  # what SIGTERM does: finalise every session, then stop
-        stdout, stderr = proc.communicate(timeout=60)
+    time.sleep(2.0)  # (down, and the client trying again)
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=30)
     r = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
-    said_plainly(r, "shutting down", "saved")
+    said_plainly(r, "shutting down; reconnecting", "saved")
     assert out.read_text().split() == stdout.split() and stdout.split()
 
 

@@ -1,4 +1,4 @@
-"""``whisperwire mic`` across a dropped connection: it comes back to its session, the audio
+"""``whisperwire mic`` and ``whisperwire stream`` across a dropped connection: it comes back to its session, the audio
 heard meanwhile is held and sent, the finals the server made of the dropped connection's last
 audio are shown, each final once, on one clock. Before, the command ended at the first drop
 (exit 1) and everything said after it was lost.
@@ -20,7 +20,7 @@ import pytest
 
 from conftest import LiveServer, load16k, references, s16
 from tcp_proxy import CuttableProxy
-from whisperwire.client import mic
+from whisperwire.client import mic, stream
 from whisperwire.server.wer import extra_repeats, longest_missing, normalize, wer
 
 pytestmark = pytest.mark.e2e
@@ -39,19 +39,21 @@ def joined_wav(tmp_path) -> tuple[str, float]:  # type: ignore[no-untyped-def]
     return str(path), len(pcm) / 16000
 
 
-def run_mic(live_server, tmp_path, sid: str, new_server=None):  # type: ignore[no-untyped-def]
-    """``whisperwire mic`` on the two files through a proxy cut 6 s in for 3 s (and then led
-    to ``new_server``, if given); its exit status, how many connections the proxy took, the
-    file and its length."""
+def run_mic(live_server, tmp_path, sid: str, new_server=None,  # type: ignore[no-untyped-def]
+            command: str = "mic"):
+    """``whisperwire mic`` (or ``stream``, in real time) on the two files through a proxy cut
+    6 s in for 3 s (and then led to ``new_server``, if given); its exit status, how many
+    connections the proxy took, the file and its length."""
     wav, seconds = joined_wav(tmp_path)
-    out = tmp_path / "mic.srt"
+    out = tmp_path / f"{command}.srt"
 
     async def go():  # type: ignore[no-untyped-def]
         proxy = CuttableProxy(int(live_server.url.rsplit(":", 1)[1]))
         args = Namespace(list_devices=False, url=proxy.url, output=str(out), input_file=wav,
                          device=None, language=None, session=sid, task="transcribe",
-                         zh_script=None, token=None, lines=True)
-        run = asyncio.ensure_future(asyncio.to_thread(mic.main, args))
+                         zh_script=None, token=None, lines=True, file=wav, speed=1.0)
+        main = mic.main if command == "mic" else stream.main
+        run = asyncio.ensure_future(asyncio.to_thread(main, args))
         await asyncio.sleep(6.0)  # mid-sentence in the first file
         proxy.cut()
         await asyncio.sleep(3.0)  # down for 3 s: the microphone goes on, its audio is held
@@ -112,4 +114,22 @@ def test_mic_comes_back_to_a_restarted_server_and_says_again_what_it_lost(live_s
         assert accepted >= 2 and "reconnecting" in stderr, stderr
         every_word_once(stdout)
         assert restarted.app.state.hub.get("mic-restart").finals  # it went on there
+    on_one_clock(out, seconds)
+
+
+@pytest.mark.timeout(180)
+def test_stream_comes_back_after_a_drop_and_loses_no_words(live_server, tmp_path, capfd):
+    """``whisperwire stream FILE`` is the same speaker as ``mic`` (its file paced as a
+    microphone would give it). Before, the drop ended it with exit 1 and the rest of the file
+    was never sent."""
+    sid = "stream-blip"
+    status, accepted, out, seconds = run_mic(live_server, tmp_path, sid, command="stream")
+    stdout, stderr = capfd.readouterr()
+    assert status == 0, stderr
+    assert accepted >= 2 and "reconnecting" in stderr, stderr
+    printed = stdout.split("\n")
+    every_word_once(" ".join(printed))
+    with urllib.request.urlopen(f"{live_server.http}/v1/sessions/{sid}/transcript.json") as r:
+        channel = json.loads(r.read())
+    assert [ln for ln in printed if ln.strip()] == [f["text"] for f in channel["finals"]]
     on_one_clock(out, seconds)
