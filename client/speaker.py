@@ -1,5 +1,5 @@
 """A speaker's connection that comes back after a drop, as the browser page's does
-(``whisperwire mic``).
+(``whisperwire mic``, and ``stream`` with a file paced as a microphone gives it).
 
 A microphone cannot pause. While the connection is down (a network blip, a server restarting,
 a Ray replica lost) capture goes on and what it hears is held, up to ``HELD_MAX_S`` (the oldest
