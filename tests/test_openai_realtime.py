@@ -236,18 +236,34 @@ def test_clear_and_commit_while_a_decode_is_out_leave_the_session_working(live_s
 
 
 def assert_openai_order(events) -> None:
-    """Per item, OpenAI's order: (speech_started, speech_stopped,) committed once, deltas,
-    completed once; nothing for an item never committed."""
+    """Per item, OpenAI's order: (speech_started, speech_stopped,) committed once, the user
+    item added once (``conversation.item.added``, the audio's transcript not yet known),
+    deltas, completed once, then the item done with the same transcript; nothing for an item
+    never committed."""
     seen: dict[str, list[str]] = {}
+    said: dict[str, str] = {}
     short = {"input_audio_buffer.speech_started": "S", "input_audio_buffer.speech_stopped": "T",
-             "input_audio_buffer.committed": "C", DELTA: "d", COMPLETED: "X"}
+             "input_audio_buffer.committed": "C", "conversation.item.added": "A", DELTA: "d",
+             COMPLETED: "X", "conversation.item.done": "D"}
     for e in events:
-        if e.type in short:
-            seen.setdefault(e.item_id, []).append(short[e.type])
+        if e.type not in short:
+            continue
+        item_id = e.item.id if e.type.startswith("conversation.item.") and hasattr(e, "item") \
+            else e.item_id
+        seen.setdefault(item_id, []).append(short[e.type])
+        if e.type == "conversation.item.added":
+            assert e.item.role == "user" and e.item.content[0].type == "input_audio", e
+        if e.type == COMPLETED:
+            said[item_id] = e.transcript
+        if e.type == "conversation.item.done":
+            assert e.item.content[0].transcript == said[item_id], e
+    # (a test stops reading at a completed: that item's done is still on its way)
+    last = events[-1].item_id if events and events[-1].type == COMPLETED else None
     for item, marks in seen.items():
         m = "".join(marks).replace("S", "", 1).replace("T", "", 1)
-        assert m.count("C") == 1 and m.startswith("C"), (item, marks)
-        assert m.count("X") <= 1 and ("X" not in m or m.endswith("X")), (item, marks)
+        assert m.count("C") == 1 and m.startswith("CA") and m.count("A") == 1, (item, marks)
+        end = "X" if item == last else "XD"
+        assert m.count("X") <= 1 and ("X" not in m or m.endswith(end)), (item, marks)
 
 
 @pytest.mark.timeout(120)
@@ -359,3 +375,30 @@ def test_turn_detection_switched_mid_speech_and_a_commit_inside_a_word(live_serv
     # (its words: from where the VAD's last turn ended, "ask not ...")
     assert wer("ask not what your country can do for you, ask what you can do for your "
                "country.", e.transcript) <= 0.3, e.transcript
+
+
+@pytest.mark.timeout(90)
+def test_a_beta_client_gets_the_beta_item_event(live_server):
+    """A client speaking the beta (``transcription_session.update``) is told of each turn's
+    item with the beta's ``conversation.item.created``, and never the GA events it does not
+    know (``conversation.item.added``, ``.done``)."""
+    import json
+
+    import websockets.sync.client as ws_client
+
+    pcm = s16(at(load16k("LJ001-0002.wav"), 24000))
+    url = live_server.url + "/v1/realtime?intent=transcription"
+    with ws_client.connect(url, additional_headers={"Authorization": "Bearer any"}) as ws:
+        ws.send(json.dumps({"type": "transcription_session.update", "session": {
+            "input_audio_format": "pcm16", "turn_detection": None}}))
+        ws.send(json.dumps({"type": "input_audio_buffer.append",
+                            "audio": base64.b64encode(pcm).decode()}))
+        ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+        kinds = []
+        while COMPLETED not in kinds:
+            kinds.append(json.loads(ws.recv(timeout=60))["type"])
+        with pytest.raises(TimeoutError):  # (nothing after it: no item done)
+            kinds.append(json.loads(ws.recv(timeout=1.5))["type"])
+    i = kinds.index("input_audio_buffer.committed")
+    assert kinds[i + 1] == "conversation.item.created", kinds
+    assert "conversation.item.added" not in kinds and "conversation.item.done" not in kinds
