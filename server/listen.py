@@ -85,7 +85,7 @@ class ListenConnection:
 
     Other APIs (:mod:`.dialects`) subclass it and supply only their own parsing and encoding:
     :meth:`greet`, :meth:`take_text`, :meth:`take_audio`, :meth:`encode` and
-    :meth:`close_code`; the session, decoding, channel, limits and finishing stay here."""
+    :meth:`close_frame`; the session, decoding, channel, limits and finishing stay here."""
 
     api = "whisperwire"  # which API the speaker uses, for the log
 
@@ -164,9 +164,11 @@ class ListenConnection:
                              self.engine.compute_type, self.params.sample_rate,
                              view_token=auth.view_token(self.sid) if auth.enabled else None))
 
-    def close_code(self, reason: str) -> int:
+    def close_frame(self, reason: str) -> tuple[int, str]:
+        """The WebSocket close code and reason text that end a session closed for ``reason``
+        (our clients read the ``closed`` event before it; a dialect's read the frame)."""
         # (1012, service restart: connect again; the page and the CLI do)
-        return {"decode_failed": 1011, "replica_lost": 1012}.get(reason, 1000)
+        return {"decode_failed": 1011, "replica_lost": 1012}.get(reason, 1000), ""
 
     async def _finish(self, reason: str, writer: asyncio.Task, pump: asyncio.Task,
                       ticker: asyncio.Task) -> None:
@@ -189,9 +191,9 @@ class ListenConnection:
             self.send(closed)
             await writer
             if self.phase.writes:
-                code = self.close_code(reason)
+                code, text = self.close_frame(reason)
                 with contextlib.suppress(Exception):  # the peer may be gone already
-                    await asyncio.wait_for(self.ws.close(code), self.config.send_timeout_s)
+                    await asyncio.wait_for(self.ws.close(code, text), self.config.send_timeout_s)
             self.phase = Phase.CLOSED
             log.info("session=%s event=closed reason=%s audio_s=%.1f finals=%d", self.sid,
                      reason, self.session.audio_seconds, len(self.transcript.finals))

@@ -246,6 +246,7 @@ def test_tokens_and_idle_timeout(live_server):
                     while True:
                         msgs.append(conn.recv())
             assert time.monotonic() - t0 < 10 and closed.value.rcvd.code == 1011
+            assert "NET-0001" in closed.value.rcvd.reason  # as Deepgram's close frame says
             assert msgs[0].type == "Error" and msgs[0].variant == "NET-0001"
             assert msgs[-1].type == "Metadata"
 

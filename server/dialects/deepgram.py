@@ -270,8 +270,11 @@ class DeepgramConnection(ListenConnection):
             self._finalizing = 0
         super().send(msg)
 
-    def close_code(self, reason: str) -> int:
-        return 1011 if reason in ("decode_failed", "idle_timeout") else 1000
+    def close_frame(self, reason: str) -> tuple[int, str]:
+        if reason == "idle_timeout":  # Deepgram's frame names the error, as its Error did
+            return 1011, (f"NET-0001: no audio data or text message within the "
+                          f"{self.idle_timeout_s:g} s timeout window")
+        return (1011, "decode failed") if reason == "decode_failed" else (1000, "")
 
     # -- output ----------------------------------------------------------------------------
     def _results(self, alt: dict[str, Any], start: float, end: float, *, is_final: bool,
