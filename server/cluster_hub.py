@@ -261,6 +261,13 @@ def directory(retention_s: float = 3600.0, lease_s: float = 10.0) -> Any:
     return handle
 
 
+def _speaker_ended(t: Transcript) -> None:
+    """A mirror's note that a speaker ended after its last final: the next speaker's first
+    final starts a turn (``Transcript.turns``, which replays to late viewers go by)."""
+    if t.finals and (not t.turns or t.turns[-1] != len(t.finals)):
+        t.turns.append(len(t.finals))
+
+
 @dataclass
 class _Mirror:
     """A channel this replica has viewers of, kept current by one long poll."""
@@ -362,7 +369,9 @@ class ClusterHub(Hub):
             if snap is None:
                 raise ClientError("unknown_session", f"no session {session!r}")
             t = Transcript(session, finals=[wire.decode(f) for f in snap["finals"]],
-                           live=snap["live"])
+                           live=snap["live"], turns=list(snap.get("turns", ())))
+            if not t.live:
+                _speaker_ended(t)
             t.partial = wire.decode(snap["partial"]) if snap["partial"] else None
             t.closed = wire.decode(snap["closed"]) if snap["closed"] else None
             m = self._mirrors[session] = _Mirror(t, snap["seq"])
@@ -401,7 +410,10 @@ class ClusterHub(Hub):
     def _catch_up(self, m: _Mirror, r: dict) -> None:
         t = m.transcript
         for text in r["events"]:
-            self.deliver(t, wire.decode(text))
+            msg = wire.decode(text)
+            self.deliver(t, msg)
+            if isinstance(msg, wire.Closed):
+                _speaker_ended(t)
         if r["partial"]:
             self.deliver(t, wire.decode(r["partial"]))
         t.live = r["live"]

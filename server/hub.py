@@ -24,6 +24,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from .errors import ClientError
+from .subtitles import at_turns
 from .text import finals_text
 from .wire import Closed, Final, Message, Partial, Status
 
@@ -206,7 +207,10 @@ class Hub:
             raise ClientError("too_many_viewers",
                               f"session {t.session!r} has {self.max_viewers} viewers")
         v = Outbox(max_pending=max(512, 2 * len(t.finals) + 64), follow=True)
-        for f in t.finals:
+        # each speaker's last final closes its utterance, as downloads have it: a viewer
+        # here when it ended got its ``closed``, and a late one would see the next speaker's
+        # words run on in the same line
+        for f in at_turns(t.finals, t.turns):
             v.put(f)
         if t.partial is not None:
             v.put(t.partial)

@@ -129,6 +129,34 @@ def test_the_id_stays_taken_until_its_last_final_is_published():
     assert again is t and [f.text for f in again.finals] == ["one"]
 
 
+async def _until_none(v):  # type: ignore[no-untyped-def]
+    while (m := await v.next()) is not None:
+        yield m
+
+
+def test_a_late_viewer_sees_where_each_speaker_ended():
+    """A viewer there when a speaker ends gets its ``closed``, and ends the line; one who comes
+    later gets the finals only, and a speaker's last final may lack ``eou`` (made final before
+    its client closed): the next speaker's words ran on in the same line. Replayed finals
+    close each speaker's utterance, as downloads do (``subtitles.at_turns``)."""
+    hub = Hub(retention_s=60)
+    t = hub.open("turns")
+    hub.publish(t, wire.Final(0, "Ask not", 0.0, 1.0, eou=False))
+    hub.end(t, audio_seconds=2.0)
+    t = hub.open("turns")
+    hub.publish(t, wire.Final(1, "in being modern.", 0.0, 1.0, eou=True))
+    v = hub.watch("turns")
+    v.finish()
+
+    async def drain() -> list:
+        return [m async for m in _until_none(v)]
+
+    replayed = asyncio.run(drain())
+    assert [(f.text, f.eou) for f in replayed if isinstance(f, wire.Final)] == [
+        ("Ask not", True), ("in being modern.", True)]
+    assert t.finals[0].eou is False  # (the finals themselves never change)
+
+
 @pytest.mark.timeout(120)
 def test_viewers_are_closed_1000_when_the_channel_expires(engine):
     with LiveServer(ServerConfig(transcript_retention_s=1.0), engine) as srv:

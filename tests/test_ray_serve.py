@@ -194,6 +194,16 @@ def test_viewers_on_another_replica_get_one_process_guarantees(cluster):
         assert (nxt.text, nxt.start, nxt.segment) == ("next", 60.5, 10), nxt
         b.publish(t2, wire.Closed("client_close", 1.0))
         b.end(t2, 1.0)
+        # late viewers, on a hub that mirrored both speakers and on a fresh one (from the
+        # directory's snapshot): the first speaker's last final ("f9", sent without eou)
+        # closes its utterance in their replay
+        late = []
+        for hub in (b, ClusterHub(actor, "test-late")):
+            v, got = hub.watch("hub-x"), []
+            while not got or not isinstance(got[-1], wire.Closed):
+                got.append(await asyncio.wait_for(v.next(), 20))
+            hub.unwatch("hub-x", v)
+            late.append([(m.text, m.eou) for m in got if isinstance(m, wire.Final)][-2])
         renew.cancel()
         c = ClusterHub(actor, "test-gone")  # claims, publishes, never renews
         lost = c.open("hub-lost")
@@ -202,9 +212,10 @@ def test_viewers_on_another_replica_get_one_process_guarantees(cluster):
         tail = []
         while not tail or not isinstance(tail[-1], wire.Closed):
             tail.append(await asyncio.wait_for(watcher.next(), LEASE_S + 15))
-        return taken.value.code, got_fast, got_slow, tail, b.get("hub-lost")
+        return taken.value.code, got_fast, got_slow, tail, b.get("hub-lost"), late
 
-    code, fast, slow, tail, lost = run(go())
+    code, fast, slow, tail, lost, late = run(go())
+    assert late == [("f9", True)] * 2, late  # (the last speaker's end: its ``closed``)
     assert code == "session_taken"
     for got in (fast, slow):
         assert [m.text for m in got if isinstance(m, wire.Final)] == [f"f{k}" for k in range(10)]
