@@ -83,10 +83,10 @@ class Judge:
         nor when the window holds words of an earlier utterance not final yet: a backlog's
         end decode, a phrase held for the language joined by the next.)"""
         o = self.opt
-        began = u.began.get(int(round(win_end * MODEL_RATE)))
-        if began is None:
+        mark = u.ended.get(int(round(win_end * MODEL_RATE)))
+        if mark is None:
             return False  # (not an utterance's end: a pause or finalize)
-        start = began / MODEL_RATE
+        start = mark.began / MODEL_RATE
         placed = [w for w in words_from(words, u.buffer.committed_end)
                   if spoken(w) and not squeezed(w)]
         return bool(o.doubted_end_ms and placed
@@ -102,7 +102,8 @@ class Judge:
         heard = [w for w in words if spoken(w)]
         if not self.opt.tail_check_ms or not heard or u.tail_for == end or end not in u.ends:
             return False  # (not once the utterance went on while its end decode was out)
-        spoken_to = u.spoken_to.get(end, end) / MODEL_RATE
+        mark = u.ended.get(end)
+        spoken_to = (end if mark is None else mark.spoken_to) / MODEL_RATE
         return spoken_to - heard[-1].end >= self.opt.tail_check_ms / 1000
 
     def degenerate(self, r: DecodeResult) -> bool:

@@ -34,7 +34,7 @@ from .judging import Judge
 from .rereads import centre, spoken, words_from
 from .stream_options import StreamOptions
 from .text import convert_words, is_unspaced, join_texts, script_for, split_words
-from .utterance import ATTEMPTS, Attempt, Early, Kind, Run, Verdict
+from .utterance import ATTEMPTS, Attempt, Early, EndMark, Kind, Run, Verdict
 from .vad import SpeechAudio, SpeechEnd, SpeechPause, SpeechResume, SpeechStart, VadSegmenter
 from .wire import Final, Language, Message, Partial, UtteranceEnd, Word
 
@@ -125,8 +125,8 @@ class StreamSession:
             elif isinstance(ev, SpeechEnd):
                 u = self._utts[-1]
                 u.ends.append(ev.sample)
-                u.spoken_to[ev.sample] = ev.sample if ev.spoken_to is None else ev.spoken_to
-                u.began[ev.sample] = u.speech_from
+                u.ended[ev.sample] = EndMark(
+                    ev.sample if ev.spoken_to is None else ev.spoken_to, u.speech_from)
                 u.open = False
                 u.pause = None
                 if ev.paused_at is not None:
@@ -144,8 +144,7 @@ class StreamSession:
             last.speech_from = sample
             if self._detect_pending and self.language == "auto":
                 last.ends.clear()  # a held short utterance goes on: detect on both together
-                last.spoken_to.clear()
-                last.began.clear()
+                last.ended.clear()
                 last.tail = None  # ... its end decode's words too: the window is read again
             return
         while self._utts and self._utts[-1].idle and self._in_flight is None:
@@ -247,10 +246,11 @@ class StreamSession:
         # a careful decode reaches further back: more of what was said before is heard again
         # (as forced prefix), which is what Whisper needs to get short or hard speech right
         start = self._context_start(u, o.careful_context_ms) if careful else u.window_start
-        if careful and alone_slow and o.slow_careful_context_ms:
-            start = max(start, self._overlap_start(u, o.slow_careful_context_ms))
-        if careful and loaded and o.busy_careful_context_ms:
-            start = max(start, self._overlap_start(u, o.busy_careful_context_ms))
+        # ... but less of it while the decoder is pressed: the tightest cap that applies
+        caps = [ms for pressed, ms in ((alone_slow, o.slow_careful_context_ms),
+                                       (loaded, o.busy_careful_context_ms)) if pressed and ms]
+        if careful and caps:
+            start = max(start, self._overlap_start(u, min(caps)))
         if busy_step:
             start = max(start, min(self._overlap_start(u, o.busy_overlap_ms), u.decoded_to))
         if careful and not attempt.final_audio:
@@ -456,8 +456,7 @@ class StreamSession:
             done = int(round(win_end * MODEL_RATE))
             while u.ends and u.ends[0] <= done:
                 e = u.ends.popleft()
-                u.spoken_to.pop(e, None)
-                u.began.pop(e, None)
+                u.ended.pop(e, None)
             u.pause_ends = {p: e for p, e in u.pause_ends.items() if e > done}
             if u.force_at is not None and u.force_at <= done:
                 u.force_at = None

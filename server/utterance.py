@@ -8,6 +8,7 @@ from __future__ import annotations
 import enum
 from collections import deque
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -16,7 +17,7 @@ from .audio import MODEL_RATE
 from .decoding import DecodeRequest, DecodeResult
 from .wire import Word
 
-__all__ = ["ATTEMPTS", "Attempt", "Early", "Kind", "Run", "Verdict", "held_words"]
+__all__ = ["ATTEMPTS", "Attempt", "Early", "EndMark", "Kind", "Run", "Verdict", "held_words"]
 
 
 class Kind(enum.Enum):
@@ -81,6 +82,14 @@ class Early:
     unsure: bool = False
 
 
+class EndMark(NamedTuple):
+    """An utterance end the VAD called (in samples): where its speech stopped (the hangover
+    comes after) and where that utterance's speech began."""
+
+    spoken_to: int
+    began: int
+
+
 class Run:
     """Speech from the window start on, with stream sample positions: one utterance, or
     several whose pauses were short (``join_gap_ms``), held as one stretch with the pauses as
@@ -107,8 +116,7 @@ class Run:
         self.checked_to = -1.0  # ... and has decided them up to here
         self.main_for: int | None = None  # the draft read a window ending here: main's turn
         self.main_to = start  # where the main model's last reading ended
-        self.spoken_to: dict[int, int] = {}  # utterance end -> where its speech stopped
-        self.began: dict[int, int] = {}  # utterance end -> where that utterance started
+        self.ended: dict[int, EndMark] = {}  # each utterance end in ``ends``: what it closed
         # an end decode's words, held while the window is read again past them (tail_check_ms)
         self.tail: list[Word] | None = None
         self.tail_for = -1  # ... and the utterance end they were held for (once per end)

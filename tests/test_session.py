@@ -1914,12 +1914,12 @@ def test_a_doubted_sliver_never_takes_an_earlier_utterances_words_with_it():
     less than ``doubted_end_ms``. A backlog's end decode (or a phrase held for the language
     and joined by the next) also holds an earlier utterance's words: they stay."""
     from whisperwire.server.judging import Judge
-    from whisperwire.server.utterance import Run
+    from whisperwire.server.utterance import EndMark, Run
 
     judge = Judge(StreamOptions())
     u = Run(0)
     # the last utterance ended at 4.0 s (or 4.6 s) and started at 3.0 s; nothing is final
-    u.began = {4 * SR: 3 * SR, int(4.6 * SR): 3 * SR}
+    u.ended = {4 * SR: EndMark(4 * SR, 3 * SR), int(4.6 * SR): EndMark(int(4.6 * SR), 3 * SR)}
     late = [Word(" Yeah.", 3.1, 3.6, 0.18)]
     assert judge.all_doubt(u, late, 4.0)
     assert not judge.all_doubt(u, [Word(" So", 1.0, 1.4, 0.2)] + late, 4.0)  # earlier words
