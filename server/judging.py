@@ -5,6 +5,7 @@ doubts every word of a sliver. Pure: a decode and the run's state in, words and 
 
 from __future__ import annotations
 
+import enum
 from dataclasses import replace
 
 from .agreement import join_words, split_units, unit_key
@@ -16,10 +17,24 @@ from .rereads import (REREAD_UNITS, centre, drop_unsure_echoes, heard_again, loo
 from .stream_options import StreamOptions
 from .text import is_unspaced
 from .text import split_units as text_units
-from .utterance import Kind, Run, Verdict, held_words
+from .utterance import Kind, Run
 from .wire import Word
 
-__all__ = ["Judge"]
+__all__ = ["Judge", "Verdict"]
+
+
+class Verdict(enum.Enum):
+    """What Whisper's known-invention guards made of one decode."""
+
+    WHOLE = "whole"  # nothing cut
+    TRIMMED = "trimmed"  # a loop, echo or re-read phrase cut away; the words before it kept
+    REJECTED = "rejected"  # nothing to trust: ask again differently
+
+
+def held_words(u: Run) -> list[Word]:
+    """The window's previous hypothesis past the committed point: what a careful decode that
+    jumps leaves out (:meth:`Judge.skips`, ``jumped_over``)."""
+    return [w for w in u.buffer.pending if w.start >= u.buffer.committed_end - 0.05]
 
 
 class Judge:

@@ -30,11 +30,11 @@ import numpy as np
 from .agreement import join_words
 from .audio import MODEL_RATE
 from .decoding import DecodeRequest, DecodeResult
-from .judging import Judge
+from .judging import Judge, Verdict
 from .rereads import centre, spoken, words_from
 from .stream_options import StreamOptions
 from .text import convert_words, is_unspaced, join_texts, script_for, split_words
-from .utterance import ATTEMPTS, Attempt, Early, EndMark, Kind, Run, Verdict
+from .utterance import ATTEMPTS, Attempt, Early, EndMark, Kind, Run
 from .vad import SpeechAudio, SpeechEnd, SpeechPause, SpeechResume, SpeechStart, VadSegmenter
 from .wire import Final, Language, Message, Partial, UtteranceEnd, Word
 

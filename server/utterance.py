@@ -17,7 +17,7 @@ from .audio import MODEL_RATE
 from .decoding import DecodeRequest, DecodeResult
 from .wire import Word
 
-__all__ = ["ATTEMPTS", "Attempt", "Early", "EndMark", "Kind", "Run", "Verdict", "held_words"]
+__all__ = ["ATTEMPTS", "Attempt", "Early", "EndMark", "Kind", "Run"]
 
 
 class Kind(enum.Enum):
@@ -33,20 +33,6 @@ class Kind(enum.Enum):
     # the VAD heard a pause that may be the utterance's end: its end decode, asked before the
     # hangover decides and kept only if no speech came (``VadOptions.pause_ms``)
     EARLY = "early"
-
-
-class Verdict(enum.Enum):
-    """What Whisper's known-invention guards made of one decode."""
-
-    WHOLE = "whole"  # nothing cut
-    TRIMMED = "trimmed"  # a loop, echo or re-read phrase cut away; the words before it kept
-    REJECTED = "rejected"  # nothing to trust: ask again differently
-
-
-def held_words(u: Run) -> list[Word]:
-    """The window's previous hypothesis past the committed point: what a careful decode that
-    jumps leaves out (:meth:`.judging.Judge.skips`, ``jumped_over``)."""
-    return [w for w in u.buffer.pending if w.start >= u.buffer.committed_end - 0.05]
 
 
 @dataclass(frozen=True)
