@@ -110,8 +110,7 @@ class WhisperWire:
                                lambda: self.hub.viewer_count)
         self.live: set[ListenConnection] = set()
         self.draining = asyncio.Event()
-        if hasattr(self.hub, "on_lost"):  # a cluster's hub: its directory may end a claim
-            self.hub.on_lost = self.lose_session
+        self.hub.on_lost = self.lose_session
 
     def lose_session(self, sid: str) -> None:
         """The cluster's directory ended this replica's claim on ``sid`` (it stalled past its

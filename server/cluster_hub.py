@@ -30,7 +30,6 @@ import logging
 import secrets
 import time
 from dataclasses import dataclass, field
-from collections.abc import Callable
 from typing import Any
 
 from . import wire
@@ -286,8 +285,6 @@ class ClusterHub(Hub):
         super().__init__(retention_s, max_viewers)
         self.actor, self.owner, self.timeout_s, self.pid = actor, owner, timeout_s, pid
         self._claims: dict[str, int] = {}
-        # called with a session id whose claim the directory ended (the app ends its speaker)
-        self.on_lost: Callable[[str], None] | None = None
         self._batches: dict[str, int] = {}
         self._mirrors: dict[str, _Mirror] = {}
 

@@ -21,6 +21,7 @@ import dataclasses
 import secrets
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .errors import ClientError
@@ -139,6 +140,9 @@ class Hub:
         self.retention_s = retention_s
         self.max_viewers = max_viewers
         self._sessions: dict[str, Transcript] = {}
+        # called with a session id whose live speaker this hub can no longer publish for (a
+        # cluster's directory ended the claim); one process's hub never loses one
+        self.on_lost: Callable[[str], None] | None = None
 
     def open(self, session: str | None) -> Transcript:
         """Register a speaker: a new channel, or the next speaker of an ended one (its
