@@ -38,22 +38,19 @@ UP_S = 10.0  # a connection up this long was good: the count of failed tries sta
 
 async def watch(url: str, session: str, on_message: Callable[[wire.Message], None],
                 token: str | None = None, *, follow: bool = False,
-                stop: asyncio.Event | None = None, lost: list[bool] | None = None
-                ) -> list[wire.Message]:
+                stop: asyncio.Event | None = None) -> list[wire.Message]:
     """Everything the server sends a viewer of ``session``: up to the first ``closed``, or with
     ``follow`` until the server closes the socket. Setting ``stop`` ends it early (the messages
-    so far are returned). Messages of unknown types are skipped. ``lost`` (if given) gets
-    ``True`` appended when the socket closed before that."""
+    so far are returned). Messages of unknown types are skipped. Whether the socket closed
+    before it was done: :func:`answered`."""
     import websockets
 
     out: list[wire.Message] = []
-    done = False
     full = f"{url.rstrip('/')}/v1/sessions/{quote(session, safe='')}/events"
     async with websockets.connect(full, max_size=None, open_timeout=30,
                                   additional_headers=bearer(token)) as ws:
 
         async def read() -> None:
-            nonlocal done
             try:
                 async for raw in ws:
                     m = parse_event(raw)
@@ -61,10 +58,7 @@ async def watch(url: str, session: str, on_message: Callable[[wire.Message], Non
                         continue
                     out.append(m)
                     on_message(m)
-                    if isinstance(m, wire.Error) and not out[:-1]:
-                        done = True  # refused (unknown_session ...): an answer, not a loss
                     if isinstance(m, wire.Closed) and not follow:
-                        done = True
                         return
             except websockets.ConnectionClosed:
                 pass
@@ -74,9 +68,15 @@ async def watch(url: str, session: str, on_message: Callable[[wire.Message], Non
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         for t in waits:
             t.cancel()
-    if lost is not None and not done and not (stop is not None and stop.is_set()):
-        lost.append(True)
     return out
+
+
+def answered(msgs: list[wire.Message], follow: bool) -> bool:
+    """Whether a viewer's connection that returned ``msgs`` ended as the server meant it to:
+    a refusal (an ``error`` first: ``unknown_session`` ...), or without ``follow`` the
+    ``closed`` it waited for. Anything else is a loss (the socket closed before)."""
+    return bool(msgs) and (isinstance(msgs[0], wire.Error) or (
+        not follow and any(isinstance(m, wire.Closed) for m in msgs)))
 
 
 async def follow_channel(url: str, session: str, on_message: Callable[[wire.Message], None],
@@ -101,16 +101,16 @@ async def follow_channel(url: str, session: str, on_message: Callable[[wire.Mess
 
     tries, dropped = 0, False
     while True:
-        lost: list[bool] = []
         began = time.monotonic()
         why = f"the connection to {url} kept dropping"
         try:
-            await watch_when_live(url, session, fresh, token=token, follow=follow, stop=stop,
-                                  lost=lost)
+            msgs = await watch_when_live(url, session, fresh, token=token, follow=follow,
+                                         stop=stop)
+            lost = not answered(msgs, follow)
         except (OSError, TimeoutError, websockets.InvalidHandshake) as exc:
             if not dropped:
                 raise  # never reached: said at once, as every command does (exit 2)
-            lost.append(True)
+            lost = True
             why = f"lost the server at {url} and could not reach it again ({exc})"
         if not lost or (stop is not None and stop.is_set()):
             return
@@ -125,14 +125,14 @@ async def follow_channel(url: str, session: str, on_message: Callable[[wire.Mess
 
 async def watch_when_live(url: str, session: str, on_message: Callable[[wire.Message], None],
                           retry_s: float = 1.0, token: str | None = None, *,
-                          follow: bool = False, stop: asyncio.Event | None = None,
-                          lost: list[bool] | None = None) -> list[wire.Message]:
+                          follow: bool = False, stop: asyncio.Event | None = None
+                          ) -> list[wire.Message]:
     """Like :func:`watch`, but waits for a session that has not started yet."""
     told = False
     while True:
         msgs = await watch(url, session,
                            lambda m: None if isinstance(m, wire.Error) else on_message(m), token,
-                           follow=follow, stop=stop, lost=lost)
+                           follow=follow, stop=stop)
         if msgs and isinstance(msgs[0], wire.Error) and msgs[0].code == "unknown_session":
             if stop is not None and stop.is_set():
                 return []
