@@ -203,7 +203,7 @@ def main(args: Any) -> int:
             chunks = capture(factory, rate, on_level=printer.set_level, stop=stop)
             # a dropped connection comes back to the same session, the audio held meanwhile
             return await speak(url, chunks, params, on_message=printer, token=args.token,
-                               say=printer.notice, quit=quit_now)
+                               say=printer.notice, quit=quit_now, stop=stop)
 
         res = asyncio.run(go())
         printer.close()

@@ -128,14 +128,19 @@ class _Speaker:
     def __init__(self, url: str, chunks: AsyncIterator[bytes], params: wire.ListenParams,
                  on_message: Callable[[wire.Message], None] | None, token: str | None,
                  waits_s: tuple[float, ...], held_max_s: float,
-                 say: Callable[[str], None], quit: asyncio.Event | None) -> None:
+                 say: Callable[[str], None], quit: asyncio.Event | None,
+                 stop: asyncio.Event | None, ahead_s: float | None) -> None:
         self.url, self.chunks, self.params, self.token = url, chunks, params, token
         self.on_message = on_message or (lambda m: None)
-        self.waits_s, self.say, self.quit = waits_s, say, quit
+        self.waits_s, self.say, self.quit, self.stop = waits_s, say, quit, stop
         self.bps = params.bytes_per_sample * params.sample_rate  # bytes per audio second
         self.held = Pcm(int(held_max_s * self.bps))  # to send
         self.sent_audio = Pcm(int(held_max_s * self.bps))  # sent lately
         self.more = asyncio.Event()  # something was added to ``held``, or the source ended
+        self.taken = asyncio.Event()  # something was taken from ``held`` to send
+        # a source that can wait (a file) is read no further ahead than this: a first Ctrl-C
+        # then stops it where the sending is, not after all of it was read into ``held``
+        self.ahead = None if ahead_s is None else int(ahead_s * self.bps)
         self.source_done = asyncio.Event()
         self.res = StreamResult()
         self.session: str | None = params.session
@@ -203,7 +208,8 @@ class _Speaker:
                 self._lost(f"lost the server at {self.url} and could not reach it again")
                 return
             held = self.held.size / self.bps
-            then = (f" (Ctrl-C again to stop without sending the {held:.1f} s held)"
+            again = "again" if self.stop is not None and self.stop.is_set() else "twice"
+            then = (f" (Ctrl-C {again} to stop without sending the {held:.1f} s held)"
                     if self.source_done.is_set() and held >= 0.05 else "")
             why, self.why = self.why, "connection lost"
             self.say(f"{why}; reconnecting to session {self.session!r} "
@@ -217,6 +223,9 @@ class _Speaker:
             async for piece in self.chunks:
                 self.held.add(piece)
                 self.more.set()
+                while self.ahead is not None and self.held.size >= self.ahead:
+                    self.taken.clear()
+                    await self.taken.wait()
         except (asyncio.CancelledError, KeyboardInterrupt):
             pass
         finally:
@@ -317,6 +326,7 @@ class _Speaker:
             while True:
                 self.more.clear()
                 piece = self.held.take()
+                self.taken.set()
                 if piece is None:
                     if self.source_done.is_set():
                         self.close_sent_at = time.monotonic()
@@ -447,10 +457,14 @@ async def speak(url: str, chunks: AsyncIterator[bytes], params: wire.ListenParam
                 on_message: Callable[[wire.Message], None] | None = None,
                 token: str | None = None, waits_s: tuple[float, ...] | None = None,
                 held_max_s: float = HELD_MAX_S, say: Callable[[str], None] = _say,
-                quit: asyncio.Event | None = None) -> StreamResult:
+                quit: asyncio.Event | None = None, stop: asyncio.Event | None = None,
+                ahead_s: float | None = None) -> StreamResult:
     """Send ``chunks`` as one session, across drops, and collect what the server says (see the
-    module's docstring). ``quit`` (a second Ctrl-C) ends it at once, held audio unsent. Raises
-    what connecting raises only if the server was never reached."""
+    module's docstring). ``stop`` is the first Ctrl-C, which ends ``chunks`` (said here only
+    to tell the user which Ctrl-C comes next); ``quit`` (a second one) ends it at once, held
+    audio unsent. ``ahead_s``: a source that can wait (a file, not a microphone) is read at
+    most this far ahead of what was sent. Raises what connecting raises only if the server
+    was never reached."""
     waits = RETRIES_S if waits_s is None else waits_s
     return await _Speaker(url, chunks, params, on_message, token, waits, held_max_s, say,
-                          quit).run()
+                          quit, stop, ahead_s).run()

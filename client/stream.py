@@ -1,8 +1,9 @@
 """``whisperwire stream FILE``: play a file to the server at real-time pace (or faster) and
 print the captions, the way to try the server without a microphone.
 
-The sending and receiving here (:func:`stream_chunks`) is shared with ``whisperwire mic``, the
-tests and the benchmarks."""
+The command sends through :mod:`.speaker` (as ``whisperwire mic`` does), which comes back after
+a dropped connection. :func:`stream_chunks` is one connection and no more, for the tests and the
+benchmarks, which measure exactly what one connection does."""
 
 from __future__ import annotations
 
@@ -296,11 +297,10 @@ def main(args) -> int:  # type: ignore[no-untyped-def]
             stop, quit_now = asyncio.Event(), asyncio.Event()
             ctrl_c_sets(stop, then=quit_now)  # Ctrl-C: stop sending, wait for the last finals
             chunks = until_stopped(paced(pcm, params, args.speed), stop)
-            # a dropped connection comes back to the same session, as ``mic`` does; a file
-            # can be held whole (flat out it is all read at once)
-            held_s = len(pcm) / params.bytes_per_sample / params.sample_rate + 1.0
+            # a dropped connection comes back to the same session, as ``mic`` does; the file
+            # waits meanwhile (read a second ahead of the sending, never all at once)
             return await speak(url, chunks, params, on_message=printer, token=args.token,
-                               held_max_s=held_s, say=printer.notice, quit=quit_now)
+                               say=printer.notice, quit=quit_now, stop=stop, ahead_s=1.0)
 
         t0 = time.monotonic()
         res = asyncio.run(go())

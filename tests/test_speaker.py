@@ -279,3 +279,35 @@ def test_a_client_that_gave_up_is_not_told_the_server_ended_it(capsys):
     res.messages.append((0.0, 0.0, wire.Ready("s1", "m", "cpu", "int8", 16000)))
     assert finish(res, "ws://127.0.0.1:1", None) == 1
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.timeout(60)
+def test_a_file_flat_out_stops_at_the_first_ctrl_c_where_the_sending_is():
+    """``whisperwire stream FILE --speed 0``: a file does not have to be read ahead as a
+    microphone's audio is held. Before, the whole file went into the held audio at once, and
+    the first Ctrl-C stopped nothing: all of it was sent. The server here reads 20 chunks,
+    then the user presses Ctrl-C."""
+    from whisperwire.client.stream import paced, until_stopped
+
+    n = 6000  # 10 minutes, 19 MB
+    stop = asyncio.Event()
+
+    async def slow_then_stopped(s, ws, got) -> None:  # type: ignore[no-untyped-def]
+        await ws.send(wire.encode(wire.Ready("s1", "m", "cpu", "int8", 16000)))
+        beat = asyncio.create_task(alive(ws))
+        await take(ws, got, until=20)
+        stop.set()  # Ctrl-C
+        await take(ws, got)
+        beat.cancel()
+        await ws.send(wire.encode(wire.Closed("client_close", len(got) / 10)))
+        await ws.close()
+
+    params = wire.ListenParams(sample_rate=16000, session="s1")
+    pcm = b"".join(chunk(k) for k in range(n))
+    s = StandIn(slow_then_stopped)
+    res, _, said = asyncio.run(s.run(until_stopped(paced(pcm, params, 0), stop), stop=stop,
+                                     ahead_s=1.0))
+    got = s.got[0]
+    assert got == list(range(len(got))), "in order, none lost or twice"
+    assert len(got) < n // 2, len(got)  # (what the sockets' buffers held when it came)
+    assert res.of_type(wire.Closed) and not res.gave_up
