@@ -219,3 +219,37 @@ def test_stop_while_reconnecting_still_delivers_what_was_said(live_server, brows
     tr = httpx.get(f"{live_server.http}/v1/sessions/{sid}/transcript.json").json()
     assert page.inner_text("[data-testid=finals]").split() == tr["text"].split()
     page.close()
+
+
+def test_stop_ends_the_page_even_when_the_socket_goes_before_closed(live_server, browser):
+    """The page sends `close` and the connection drops before the server's `closed` arrives
+    (a proxy that cuts it, a server killed): the page still ends stopped, Start pressable.
+    Before, nothing more happened once it stopped following its socket: "live" for ever."""
+    import re
+
+    cut_at_close = [False]
+
+    def handler(ws):  # type: ignore[no-untyped-def]
+        server = ws.connect_to_server()
+
+        def to_server(m):  # type: ignore[no-untyped-def]
+            if cut_at_close[0] and isinstance(m, str) and '"close"' in m:
+                server.close()
+                ws.close(code=1006, reason="cut")
+            else:
+                server.send(m)
+
+        ws.on_message(to_server)
+
+    page = browser.new_page()
+    page.route_web_socket(re.compile(r".*/v1/listen.*"), handler)
+    page.goto(live_server.http + "/?session=cut-at-close")
+    page.click("[data-testid=start]")
+    wait_for(lambda: page.inner_text("[data-testid=status]") == "live", 30, "live", page=page)
+    page.wait_for_timeout(3000)
+    cut_at_close[0] = True
+    page.click("[data-testid=stop]")
+    wait_for(lambda: page.inner_text("[data-testid=status]") == "stopped", 15, "stopped",
+             page=page)
+    assert page.is_enabled("[data-testid=start]")
+    page.close()

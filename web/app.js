@@ -16,6 +16,8 @@ const HELD_MAX_BYTES = 16000 * 2 * 120;
 const VIEWER_TRIES = 8;
 // refusals that pass when a server restarts: worth retrying when we were connected before
 const TRANSIENT = ["shutting_down", "not_ready", "server_full"];
+// `closed` reasons that mean the server went, not the session: the page comes back
+const GONE = ["server_shutdown", "replica_lost"];
 
 const state = {
   link: null, ctx: null, stream: null, node: null,
@@ -30,6 +32,7 @@ const state = {
   instance: null,  // the channel's life (transcript.json): a new one after a server restart
   caught: null,  // a speaker's messages held while its catch-up reads the channel
   stopping: false,  // Stop was pressed: send what is held, then close
+  finishing: null,  // ... and the socket `close` went to
   // audio sent lately (to say again what a drop lost), how much of it on this connection,
   // where this connection began on the channel's clock, and its last final's end (own clock)
   sent: [], sentBytes: 0, sentOnConn: 0, connOffset: null, lastEnd: null,
@@ -108,8 +111,15 @@ function showShare(session) {
 /** The server said no: say why, in a sentence, and stop (a refusal is never retried). */
 function refused(err, code) {
   setStatus("error", "error");
-  say(err ? explainError(err, context()) : `The server refused the connection (close code ${code}).`);
+  say((err ? explainError(err, context()) : `The server refused the connection (close code ${code}).`)
+      + unsent());
   if (!viewSession) releaseMic();
+}
+
+/** What a page that gives up leaves unsent, in a sentence ("" if nothing). */
+function unsent() {
+  const held = state.heldBytes / BYTES_PER_S;
+  return held >= 0.05 ? ` ${held.toFixed(1)} s of speech said meanwhile was not sent.` : "";
 }
 
 function onSpeakerMessage(m, ws, started) {
@@ -131,8 +141,10 @@ function onSpeakerMessage(m, ws, started) {
     $("latency").textContent = `lag ${m.lag.toFixed(1)} s`;
   } else if (m.type === "closed") {
     // the server ended the session on purpose; only a server restart, or a Ray replica that
-    // lost the session (another one holds the channel), is worth following
-    if (!["server_shutdown", "replica_lost"].includes(m.reason)) { state.link.stop(); releaseMic(); }
+    // lost the session (another one holds the channel), is worth following (unless this page
+    // asked for the end: Stop, its held speech sent)
+    if (!GONE.includes(m.reason) || state.finishing) { state.link.stop(); releaseMic(); }
+    else if (ws === state.live) state.live = null;  // (a catch-up under way stops there)
     setStatus("stopped", "idle");
     say(`${explainClosed(m.reason)} ${m.audio_seconds.toFixed(1)} s of audio.`);
   } else if (state.caught) {
@@ -147,6 +159,7 @@ function onSpeakerMessage(m, ws, started) {
  * before the new connection's, when the channel is the same life of the id (`instance`); a
  * restarted server's new channel numbers its finals from 0 again, so the count starts over. */
 async function catchUp(session, again) {
+  const ws = state.live;
   state.caught = [];
   let tr = null;
   try {
@@ -155,6 +168,7 @@ async function catchUp(session, again) {
                           t ? { headers: { Authorization: `Bearer ${t}` } } : {});
     if (r.ok) tr = await r.json();
   } catch { tr = null; }
+  if (state.live !== ws) return;  // the connection went meanwhile, or the page stopped
   const sentOld = state.sentOnConn / BYTES_PER_S;  // audio the dropped connection sent
   if (again && tr && state.instance && tr.instance === state.instance) {
     for (const f of tr.finals) if (state.segments.isNewFinal(f)) appendFinal(f);
@@ -172,7 +186,7 @@ async function catchUp(session, again) {
   const held = state.caught;
   state.caught = null;
   for (const m of held) showCaption(m);
-  if (state.stopping && state.live.readyState === WebSocket.OPEN) finish(state.live);
+  if (state.stopping && ws.readyState === WebSocket.OPEN) finish(ws);
   else sendAudio(null);
 }
 
@@ -217,8 +231,8 @@ function connectSpeaker() {
     },
     onGiveUp: (code, err) => {
       setStatus("disconnected", "error");
-      say(err ? explainError(err, context())
-        : "Connection lost; captions stopped. Press Start to try again.");
+      say((err ? explainError(err, context())
+        : "Connection lost; captions stopped. Press Start to try again.") + unsent());
       releaseMic();
     },
   });
@@ -280,16 +294,26 @@ function stop() {
   const ws = state.link && state.link.socket();
   if (ws && ws === state.live && ws.readyState === WebSocket.OPEN && !state.caught) finish(ws);
   else if (state.link && (state.caught || state.heldBytes)) {
-    say(`Stopping: sending the ${(state.heldBytes / BYTES_PER_S).toFixed(1)} s of speech said `
-        + "while the connection was down. Press Stop again to drop it.");
+    const held = state.heldBytes / BYTES_PER_S;
+    const what = held >= 0.05
+      ? `the ${held.toFixed(1)} s of speech said while the connection was down`
+      : "what the server has not had yet";
+    say(`Stopping: sending ${what}. Press Stop again to drop it.`);
   } else giveUpHeld();
 }
 
-/** Everything held is sent: end the session. */
+/** Everything held is sent: end the session. The server answers with its last finals and
+ * `closed`; a socket that goes before that ends it all the same. */
 function finish(ws) {
   if (state.link) state.link.stop();
   sendAudio(null);
   ws.send(wire.close());
+  state.finishing = ws;
+  ws.addEventListener("close", () => {
+    if (state.finishing !== ws) return;  // (`closed` came first)
+    setStatus("stopped", "idle");
+    releaseMic();
+  });
   $("stop").disabled = true;
 }
 
@@ -297,9 +321,8 @@ function giveUpHeld() {
   const ws = state.link && state.link.socket();
   if (state.link) state.link.stop();
   if (ws && ws.readyState === WebSocket.OPEN) ws.send(wire.close());
-  const lost = state.heldBytes / BYTES_PER_S;
   setStatus("stopped", "idle");
-  if (lost > 0) say(`Stopped; ${lost.toFixed(1)} s of speech said while disconnected was not sent.`);
+  if (state.heldBytes) say(`Stopped.${unsent()}`);
   releaseMic();
 }
 
@@ -313,7 +336,8 @@ function stopMic() {
 
 function releaseMic() {
   stopMic();
-  state.held = []; state.heldBytes = 0; state.live = null; state.stopping = false;
+  state.held = []; state.heldBytes = 0; state.live = null; state.caught = null;
+  state.stopping = false; state.finishing = null;
   state.sent = []; state.sentBytes = 0; state.sentOnConn = 0;
   $("start").disabled = false;
   $("stop").disabled = true;
