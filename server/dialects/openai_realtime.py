@@ -3,8 +3,8 @@
 works with only ``base_url`` changed.
 
 Turns are conversation items, in OpenAI's order: ``speech_started``, ``speech_stopped``,
-``committed``, ``conversation.item.added``, ``delta``..., ``completed``, ``conversation.item.done``,
-once each per item. With ``server_vad`` our VAD opens
+``committed``, ``conversation.item.added`` and ``.done``, ``delta``..., ``completed``, once each
+per item. With ``server_vad`` our VAD opens
 and closes them (a client's ``commit`` closes the one under way); with ``turn_detection: null``
 each ``commit`` makes a new one of the audio since the last commit or ``clear``. Each final word
 goes to the turn it was spoken in, by time; words of a turn not yet committed wait for its
@@ -49,9 +49,9 @@ _FORMATS = {"audio/pcm": ("pcm", RATE), "audio/pcmu": ("mulaw", 8000),
 _id = new_id
 
 
-def _user_item(item_id: str, transcript: str | None, status: str) -> dict[str, Any]:
-    return {"id": item_id, "object": "realtime.item", "type": "message", "status": status,
-            "role": "user", "content": [{"type": "input_audio", "transcript": transcript}]}
+def _user_item(item_id: str) -> dict[str, Any]:
+    return {"id": item_id, "object": "realtime.item", "type": "message", "status": "completed",
+            "role": "user", "content": [{"type": "input_audio", "transcript": None}]}
 
 
 @dataclass(frozen=True)
@@ -93,17 +93,14 @@ class RealtimeConnection(ListenConnection):
             if kind == "input_audio_buffer.committed":
                 self.heard = 0  # (the buffer a commit empties starts here)
             self.event(kind, **body)
-            # the user item each turn is, as OpenAI announces it: added at its commit (the
-            # beta's ``conversation.item.created``), done with its transcript once complete
+            # the user item each turn is, as OpenAI announces it at the commit: added, and done
+            # (a user's audio item is whole once committed; its transcript comes in the
+            # transcription events), or in the beta ``conversation.item.created``
             if kind == "input_audio_buffer.committed":
-                self.event("conversation.item.created" if self.beta else
-                           "conversation.item.added",
-                           previous_item_id=body["previous_item_id"],
-                           item=_user_item(body["item_id"], None, "in_progress"))
-            elif kind == "conversation.item.input_audio_transcription.completed" \
-                    and not self.beta:
-                self.event("conversation.item.done", previous_item_id=None,
-                           item=_user_item(body["item_id"], body["transcript"], "completed"))
+                item = _user_item(body["item_id"])
+                for name in (("conversation.item.created",) if self.beta else
+                             ("conversation.item.added", "conversation.item.done")):
+                    self.event(name, previous_item_id=body["previous_item_id"], item=item)
 
     def _session(self) -> dict[str, Any]:
         lang = self.session.language
