@@ -112,6 +112,9 @@ class Transcript:
     speakers: int = 1
     turns: list[int] = field(default_factory=list)
     instance: str = field(default_factory=lambda: secrets.token_hex(8))  # this life of the id
+    # set at each final, for a reader of ``finals`` in this process that waits for the next
+    # (a file's streamed transcript), so it needs neither poll nor a viewer's place
+    grew: asyncio.Event = field(default_factory=asyncio.Event, repr=False, compare=False)
 
     @property
     def text(self) -> str:
@@ -171,6 +174,7 @@ class Hub:
         if isinstance(msg, Final):
             t.finals.append(msg)
             t.partial = None
+            t.grew.set()
         elif isinstance(msg, Partial):
             t.partial = msg if msg.text else None
         elif isinstance(msg, Closed):

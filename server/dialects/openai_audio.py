@@ -198,6 +198,7 @@ async def _stream(server: WhisperWire, token: str | None, audio: Any, lang: str 
     async def events() -> Any:
         sent, text = 0, ""
         while True:
+            transcript.grew.clear()  # (before reading: a final from here on wakes the wait)
             done = job.done()
             finals = list(transcript.finals)
             for f in finals[sent:]:
@@ -207,7 +208,9 @@ async def _stream(server: WhisperWire, token: str | None, audio: Any, lang: str 
             sent = len(finals)
             if done:
                 break
-            await asyncio.sleep(0.1)
+            grew = asyncio.ensure_future(transcript.grew.wait())
+            await asyncio.wait({grew, job}, return_when=asyncio.FIRST_COMPLETED)
+            grew.cancel()
         if job.cancelled() or job.exception() is not None:
             yield event({"type": "error", "error": {"type": "server_error",
                                                      "code": "decode_failed",
