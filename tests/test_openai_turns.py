@@ -88,13 +88,16 @@ def test_clear_drops_only_the_uncommitted_audios_words_and_its_open_turn():
 
 
 def test_switching_to_manual_commits_the_open_turn_once():
+    """In the connection's order: the switch, then the finals its finalize makes (manual
+    rules by then), then the flush that says nothing heard is left."""
     t = Turns(vad=True)
     t.speech_started(0.5)
-    ev, ended = t.end_open(1.0)
-    assert ended and kinds(ev) == [COMMITTED]
-    ev, ended = t.end_open(1.2)
+    ev, ended = t.to_manual(1.0)
+    assert ended and kinds(ev) == [COMMITTED] and not t.vad
+    ev, ended = t.to_manual(1.2)
     assert not ended and ev == []
-    # the finals the switch's finalize makes are still server_vad's: their eou completes it
-    assert kinds(t.final([w(" hi", 0.6, 0.9)], eou=True)) == [DELTA, DONE]
-    t.vad = False
-    assert t.settle(flushed=True) == []
+    ev = t.final([w(" hi", 0.6, 0.9)], eou=True)
+    assert kinds(ev) == [DELTA] and ev[0][1]["delta"] == "hi"  # the committed turn's word
+    done = t.settle(flushed=True)
+    assert kinds(done) == [DONE] and done[0][1]["transcript"] == "hi"
+    assert t.settle(flushed=True) == []  # completed once

@@ -295,12 +295,11 @@ class RealtimeConnection(ListenConnection):
 
     def _turn_detection(self, td: Any) -> None:
         if td is None:
-            events, ended = self.conversation.end_open(self.session.audio_seconds)
+            events, ended = self.conversation.to_manual(self.session.audio_seconds)
             self._send_turns(events)
             if ended:  # the turn under way ends here, as a commit would end it
                 self.finalize()
             self.turns = None
-            self.conversation.vad = False
             return
         if not isinstance(td, dict) or td.get("type") != "server_vad":
             raise ClientError("invalid_turn_detection", "turn_detection is server_vad or null "

@@ -128,14 +128,16 @@ class Turns:
         self._emit("input_audio_buffer.cleared")
         return self._events()
 
-    def end_open(self, now: float) -> tuple[list[Event], bool]:
-        """The turn under way ends here, as a commit would end it (``turn_detection: null``;
-        the session is then to finalize, still under server_vad's rules, and only then are
-        the turns manual). Also says whether there was one."""
+    def to_manual(self, now: float) -> tuple[list[Event], bool]:
+        """``turn_detection: null``: the turn under way ends here, as a commit would end it,
+        and from here on each commit makes a turn. Also says whether there was one (the
+        session is then to finalize: its words come as finals after the switch, and complete
+        the turn once nothing heard is left to decode)."""
         item = self.open()
         if item is not None:
             item.end = self.cut = now
             self._committed(item)
+        self.vad = False
         return self._events(), item is not None
 
     # -- the session's output ----------------------------------------------------------------
