@@ -32,15 +32,15 @@ import time
 import urllib.request
 from collections import deque
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from enum import Enum
 from typing import Any
 from urllib.parse import quote
 
 from whisperwire.server import wire
-from whisperwire.server.hub import on_channel_clock
 
 from .connect import bearer, listen_url, parse_event
+from .rejoin import Channel, Rejoin
 from .stream import StreamResult
 
 __all__ = ["HELD_MAX_S", "Pcm", "RETRIES_S", "speak"]
@@ -114,16 +114,6 @@ class Outcome(Enum):
     BUSY = "busy"  # refused for a moment after a drop: try again
 
 
-@dataclass(frozen=True)
-class Channel:
-    """What ``transcript.json`` says of the session: its finals, where the live speaker's time
-    0 is on its clock, and which life of the id it is."""
-
-    finals: list[wire.Final]
-    offset: float
-    instance: str
-
-
 class _Speaker:
     def __init__(self, url: str, chunks: AsyncIterator[bytes], params: wire.ListenParams,
                  on_message: Callable[[wire.Message], None] | None, token: str | None,
@@ -144,16 +134,12 @@ class _Speaker:
         self.source_done = asyncio.Event()
         self.res = StreamResult()
         self.session: str | None = params.session
-        self.instance: str | None = None
         self.ever_ready = False
-        self.seen = -1  # the last final segment shown
+        self.clock = Rejoin()  # where each connection falls on the channel (pure)
         self.sent = 0
         self.close_sent_at: float | None = None
         self.t0 = time.monotonic()
-        # this connection's time 0 on the (first) channel's clock; the sent bytes it began at
-        self.offset, self.began_at = 0.0, 0
-        self.restarts = 0.0  # where a restarted server's new channel begins on that clock
-        self.last_end: float | None = None  # the end of the last final shown, on that clock
+        self.began_at = 0  # the sent bytes this connection began at
         self.why = "connection lost"  # what the next reconnect says of the drop
 
     async def run(self) -> StreamResult:
@@ -306,7 +292,7 @@ class _Speaker:
                 if again:
                     continue
             elif isinstance(m, wire.Final):
-                self.seen = max(self.seen, m.segment)  # (a connection never repeats one)
+                self.clock.saw(m.segment)  # (a connection never repeats one)
             elif isinstance(m, wire.Closed):
                 unread = (self.sent - self.began_at) / self.bps - m.audio_seconds
                 if m.reason in GONE and (not self.source_done.is_set() or self.held.size
@@ -343,10 +329,9 @@ class _Speaker:
         except websockets.ConnectionClosed:
             pass
 
-    def _keep(self, m: wire.Message, offset: float | None = None) -> None:
-        m = on_channel_clock(m, self.offset if offset is None else offset)
-        if isinstance(m, wire.Final):
-            self.last_end = m.end
+    def _keep(self, m: wire.Message, placed: bool = False) -> None:
+        if not placed:
+            m = self.clock.place(m)
         self.res.messages.append((time.monotonic() - self.t0, self.sent / self.bps, m))
         self.on_message(m)
 
@@ -378,7 +363,8 @@ class _Speaker:
     async def _catch_up(self, again: bool) -> bool:
         """Where this connection's times go on the channel's clock; and after a drop
         (``again``) the finals the server made of the dropped connection's last audio, shown,
-        and the audio that connection sent but the server never decoded, sent again. False
+        and the audio that connection sent but the server never decoded, sent again (the
+        arithmetic: :class:`.rejoin.Rejoin`). False
         when after a drop the transcript cannot be read: no guess is made (it would lose,
         repeat or misplace words); the connection is given up before it sends anything."""
         ch = await self._channel()
@@ -392,30 +378,9 @@ class _Speaker:
                 self.say(f"cannot read session {self.session!r}'s transcript: times here are "
                          "this connection's own, not the session's")
             return True
-        if again and self._new_channel(ch):
-            # the server lost what it had not made final: all after the last final shown
-            resume = self.offset if self.last_end is None else max(self.offset, self.last_end)
-            resent = self._say_again(self.offset + on_old - resume)
-            self.restarts, self.seen = self.offset + on_old - resent, -1
-        elif again:
-            # what was in flight when it dropped: sent, never heard
-            self._say_again(on_old - (ch.offset - (self.offset - self.restarts)))
-            for f in ch.finals:
-                if f.segment > self.seen:
-                    self.seen = f.segment
-                    self._keep(f, self.restarts)
-        self.instance = ch.instance or None
-        self.seen = max(self.seen, ch.finals[-1].segment if ch.finals else -1)
-        self.offset = self.restarts + ch.offset
+        for f in self.clock.joined(ch, again, on_old, self._say_again):
+            self._keep(f, placed=True)
         return True
-
-    def _new_channel(self, ch: Channel) -> bool:
-        """Whether the session is a new life of its id (the server restarted, or the channel
-        expired): by its ``instance``, or, where that was never read, by the finals."""
-        if self.instance and ch.instance:
-            return ch.instance != self.instance
-        return not any(f.segment == self.seen for f in ch.finals) and (
-            self.seen >= 0 or ch.offset == 0.0)
 
     def _say_again(self, seconds: float) -> float:
         """Put the last ``seconds`` sent back in front of the held audio; how much there was."""

@@ -1,0 +1,84 @@
+"""Where a reconnecting speaker's connections fall on its session's channel, and what to send
+again after a drop: numbers in, numbers out (sans-I/O; :mod:`.speaker` does the I/O, and
+``tests/test_rejoin.py`` drives this with numbers).
+
+A channel (``transcript.json``) counts one clock for all its speakers: each connection's own
+times start at 0, at the channel's ``offset``. A restarted server has a new channel (a new
+``instance``) whose clock starts at 0 again, so a speaker that follows it puts that clock after
+the old one's (``restarts``), and its saved file runs forward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from whisperwire.server import wire
+from whisperwire.server.hub import on_channel_clock
+
+__all__ = ["Channel", "Rejoin"]
+
+
+@dataclass(frozen=True)
+class Channel:
+    """What ``transcript.json`` says of the session: its finals, where the live speaker's time
+    0 is on its clock, and which life of the id it is."""
+
+    finals: list[wire.Final]
+    offset: float
+    instance: str
+
+
+@dataclass
+class Rejoin:
+    """One speaker's place on its channel across connections, in seconds on the first
+    channel's clock."""
+
+    offset: float = 0.0  # this connection's time 0
+    restarts: float = 0.0  # where a restarted server's new channel begins
+    last_end: float | None = None  # the end of the last final shown
+    seen: int = -1  # the last final segment shown (segments count per channel)
+    instance: str | None = None  # the channel's life, once read
+
+    def place(self, m: wire.Message, offset: float | None = None) -> wire.Message:
+        """A message of this connection (or, with ``offset``, of the channel) on the clock."""
+        m = on_channel_clock(m, self.offset if offset is None else offset)
+        if isinstance(m, wire.Final):
+            self.last_end = m.end
+        return m
+
+    def saw(self, segment: int) -> None:
+        self.seen = max(self.seen, segment)
+
+    def joined(self, ch: Channel, again: bool, sent_on_old: float,
+               say_again: Callable[[float], float]) -> list[wire.Final]:
+        """The server took the session (``ready``) and its channel reads ``ch``. After a drop
+        (``again``; ``sent_on_old``: seconds of audio the dropped connection sent):
+        ``say_again(seconds)`` puts the last ``seconds`` sent back in front of what is to be
+        sent, and says how much there was. Returns the finals the server made of the dropped
+        connection's last audio, which that connection never delivered, on the clock."""
+        out: list[wire.Final] = []
+        if again and self._new_channel(ch):
+            # the server lost what it had not made final: all after the last final shown
+            resume = self.offset if self.last_end is None else max(self.offset, self.last_end)
+            resent = say_again(self.offset + sent_on_old - resume)
+            self.restarts, self.seen = self.offset + sent_on_old - resent, -1
+        elif again:
+            # what was in flight when it dropped: sent, never heard
+            say_again(sent_on_old - (ch.offset - (self.offset - self.restarts)))
+            for f in ch.finals:
+                if f.segment > self.seen:
+                    self.seen = f.segment
+                    out.append(self.place(f, self.restarts))  # type: ignore[arg-type]
+        self.instance = ch.instance or None
+        self.seen = max(self.seen, ch.finals[-1].segment if ch.finals else -1)
+        self.offset = self.restarts + ch.offset
+        return out
+
+    def _new_channel(self, ch: Channel) -> bool:
+        """Whether the session is a new life of its id (the server restarted, or the channel
+        expired): by its ``instance``, or, where that was never read, by the finals."""
+        if self.instance and ch.instance:
+            return ch.instance != self.instance
+        return not any(f.segment == self.seen for f in ch.finals) and (
+            self.seen >= 0 or ch.offset == 0.0)

@@ -1,0 +1,89 @@
+"""A reconnecting speaker's arithmetic (client/rejoin.py), driven with numbers: where each
+connection falls on the channel's clock, what is sent again, which finals are shown. (Through
+a stand-in server: tests/test_speaker.py; end to end: tests/test_mic_reconnect.py.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from whisperwire.client.rejoin import Channel, Rejoin
+from whisperwire.server import wire
+
+
+def final(seg: int, start: float, end: float) -> wire.Final:
+    return wire.Final(seg, f"w{seg}", start, end, (wire.Word(f" w{seg}", start, end, 0.9),))
+
+
+class Buffer:
+    """The audio sent lately: ``held`` seconds of it can be said again."""
+
+    def __init__(self, held: float) -> None:
+        self.held, self.asked = held, []
+
+    def __call__(self, seconds: float) -> float:
+        self.asked.append(seconds)
+        return max(0.0, min(seconds, self.held))
+
+
+def test_a_first_connection_starts_where_the_channel_is():
+    r, buf = Rejoin(), Buffer(0)
+    assert r.joined(Channel([], 0.0, "a"), again=False, sent_on_old=0.0, say_again=buf) == []
+    assert (r.offset, r.instance, r.seen, buf.asked) == (0.0, "a", -1, [])
+    # a channel a speaker before us left at 30 s, its finals up to segment 4
+    r = Rejoin()
+    r.joined(Channel([final(4, 28.0, 29.0)], 30.0, "a"), False, 0.0, Buffer(0))
+    assert (r.offset, r.seen) == (30.0, 4)
+    assert r.place(final(5, 1.0, 2.0)).start == 31.0  # our time 1 s is the channel's 31 s
+
+
+def test_a_drop_sends_again_what_was_in_flight_and_shows_what_was_made_of_it():
+    r = Rejoin()
+    r.joined(Channel([], 0.0, "a"), False, 0.0, Buffer(0))
+    r.place(final(0, 1.0, 2.0))
+    r.saw(0)
+    # 10 s sent; the server heard 9.5 s of it and made segment 1 of its end after the drop
+    buf = Buffer(5.0)
+    shown = r.joined(Channel([final(0, 1.0, 2.0), final(1, 8.0, 9.4)], 9.5, "a"), True, 10.0,
+                     buf)
+    assert buf.asked == [0.5]  # in flight: sent, never heard
+    assert [(f.segment, f.start) for f in shown] == [(1, 8.0)]  # once: segment 0 was shown
+    assert (r.offset, r.seen, r.last_end) == (9.5, 1, 9.4)
+    assert r.place(final(2, 0.5, 1.0)).start == 10.0  # the new connection's times go on
+
+
+def test_a_restarted_server_gets_all_after_the_last_final_and_its_clock_goes_on():
+    r = Rejoin()
+    r.joined(Channel([], 0.0, "a"), False, 0.0, Buffer(0))
+    r.place(final(0, 6.0, 8.0))
+    r.saw(0)
+    # 10 s sent; the new server's channel is empty: the 2 s after the last final go again,
+    # and its clock's 0 is where they begin on ours
+    buf = Buffer(5.0)
+    assert r.joined(Channel([], 0.0, "b"), True, 10.0, buf) == []
+    assert buf.asked == [2.0]
+    assert (r.restarts, r.offset, r.seen, r.instance) == (8.0, 8.0, -1, "b")
+    assert r.place(final(0, 0.5, 1.0)).start == 8.5
+    # ... with only 1.5 s still held, its clock begins where those begin
+    r = Rejoin()
+    r.joined(Channel([], 0.0, "a"), False, 0.0, Buffer(0))
+    r.place(final(0, 6.0, 8.0))
+    r.joined(Channel([], 0.0, "b"), True, 10.0, Buffer(1.5))
+    assert r.offset == 8.5
+    # a drop on that new channel later: in flight on its clock, finals shown on ours
+    buf = Buffer(5.0)
+    shown = r.joined(Channel([final(0, 0.5, 1.0)], 3.0, "b"), True, 3.2, buf)
+    assert buf.asked == [pytest.approx(0.2)]
+    assert [(f.segment, f.start) for f in shown] == [(0, 9.0)]
+    assert r.offset == 11.5
+
+
+def test_without_an_instance_a_new_channel_is_told_by_its_finals():
+    r = Rejoin()
+    r.joined(Channel([], 0.0, ""), False, 0.0, Buffer(0))
+    r.saw(3)
+    assert r.instance is None
+    same = Channel([final(3, 1.0, 2.0), final(4, 2.0, 3.0)], 4.0, "")
+    assert [f.segment for f in r.joined(same, True, 4.0, Buffer(1))] == [4]
+    r2 = Rejoin(seen=3)
+    gone = Channel([final(0, 0.0, 1.0)], 1.0, "")  # segment 3 is not there: a new life
+    assert r2.joined(gone, True, 4.0, Buffer(1)) == [] and r2.restarts > 0
