@@ -25,6 +25,16 @@ class Buffer:
         return max(0.0, min(seconds, self.held))
 
 
+def started(*shown: wire.Final) -> Rejoin:
+    """A speaker on a fresh channel "a" that has shown ``shown``."""
+    r = Rejoin()
+    r.joined(Channel([], 0.0, "a"), False, 0.0, Buffer(0))
+    for f in shown:
+        r.place(f)
+        r.saw(f.segment)
+    return r
+
+
 def test_a_first_connection_starts_where_the_channel_is():
     r, buf = Rejoin(), Buffer(0)
     assert r.joined(Channel([], 0.0, "a"), again=False, sent_on_old=0.0, say_again=buf) == []
@@ -37,10 +47,7 @@ def test_a_first_connection_starts_where_the_channel_is():
 
 
 def test_a_drop_sends_again_what_was_in_flight_and_shows_what_was_made_of_it():
-    r = Rejoin()
-    r.joined(Channel([], 0.0, "a"), False, 0.0, Buffer(0))
-    r.place(final(0, 1.0, 2.0))
-    r.saw(0)
+    r = started(final(0, 1.0, 2.0))
     # 10 s sent; the server heard 9.5 s of it and made segment 1 of its end after the drop
     buf = Buffer(5.0)
     shown = r.joined(Channel([final(0, 1.0, 2.0), final(1, 8.0, 9.4)], 9.5, "a"), True, 10.0,
@@ -52,10 +59,7 @@ def test_a_drop_sends_again_what_was_in_flight_and_shows_what_was_made_of_it():
 
 
 def test_a_restarted_server_gets_all_after_the_last_final_and_its_clock_goes_on():
-    r = Rejoin()
-    r.joined(Channel([], 0.0, "a"), False, 0.0, Buffer(0))
-    r.place(final(0, 6.0, 8.0))
-    r.saw(0)
+    r = started(final(0, 6.0, 8.0))
     # 10 s sent; the new server's channel is empty: the 2 s after the last final go again,
     # and its clock's 0 is where they begin on ours
     buf = Buffer(5.0)
@@ -64,9 +68,7 @@ def test_a_restarted_server_gets_all_after_the_last_final_and_its_clock_goes_on(
     assert (r.restarts, r.offset, r.seen, r.instance) == (8.0, 8.0, -1, "b")
     assert r.place(final(0, 0.5, 1.0)).start == 8.5
     # ... with only 1.5 s still held, its clock begins where those begin
-    r = Rejoin()
-    r.joined(Channel([], 0.0, "a"), False, 0.0, Buffer(0))
-    r.place(final(0, 6.0, 8.0))
+    r = started(final(0, 6.0, 8.0))
     r.joined(Channel([], 0.0, "b"), True, 10.0, Buffer(1.5))
     assert r.offset == 8.5
     # a drop on that new channel later: in flight on its clock, finals shown on ours
