@@ -91,9 +91,10 @@ class Judge:
         t = held[i - 1].end  # the decode's words start after them
         return held[:i] + [replace(w, start=max(w.start, t), end=max(w.end, t)) for w in words]
 
-    def all_doubt(self, u: Run, words: list[Word], win_end: float) -> bool:
+    def all_doubt(self, u: Run, words: list[Word], win_end: float, no_speech: float) -> bool:
         """An end decode of an utterance shorter than ``doubted_end_ms``, none of it final yet,
-        in which Whisper doubts every word it places in the audio. (Not the doubted last word
+        in which Whisper doubts every word it places in the audio and says the window may hold
+        no speech (``no_speech``: its no-speech probability). (Not the doubted last word
         of a longer utterance: "We will be sure if I" final, then "can." at p < 0.3, en-08;
         nor when the window holds words of an earlier utterance not final yet: a backlog's
         end decode, a phrase held for the language joined by the next.)"""
@@ -105,6 +106,7 @@ class Judge:
         placed = [w for w in words_from(words, u.buffer.committed_end)
                   if spoken(w) and not squeezed(w)]
         return bool(o.doubted_end_ms and placed
+                    and no_speech >= o.doubted_end_no_speech
                     and u.buffer.committed_end <= start
                     and all(centre(w) >= start for w in placed)
                     and win_end - start < o.doubted_end_ms / 1000

@@ -436,7 +436,7 @@ class StreamSession:
         if u.jumped and req.careful:  # asked again after a jump: what it still leaves out
             words = self.judge.with_jumped_over(u, words)
         u.retries, u.jumped = 0, False
-        if kind == Kind.END and self.judge.all_doubt(u, words, win_end):
+        if kind == Kind.END and self.judge.all_doubt(u, words, win_end, result.no_speech_prob):
             words = []  # (not even its punctuation: no final of "...")
         if kind == Kind.END and self.judge.stops_short(u, words, win_end):
             u.tail, u.tail_for = words, int(round(win_end * MODEL_RATE))

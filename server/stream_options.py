@@ -126,6 +126,11 @@ class StreamOptions:
     # either way: later clips moved both ways), every other file word for word (real/ 22.24 %
     # both); zh/ (base) the same characters. 0: never.
     doubted_end_ms: int = 1500
+    # ... and only when Whisper also says the window may hold no speech (its no-speech
+    # probability at least this): en-07's invented "Yeah." came with 0.55, while a word it
+    # doubts but hears as speech is said (espeak's lone "Hello.", "Hello?" at p 0.17 with
+    # 0.20, was lost before; offline tiny.en writes it). 0: on doubt alone, as before.
+    doubted_end_no_speech: float = 0.3
     # an utterance that starts this soon after the previous one ended continues its window
     join_gap_ms: int = 2000
     prompt_chars: int = 200

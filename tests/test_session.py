@@ -1854,12 +1854,16 @@ def test_every_utterance_end_is_said_once_even_when_its_words_were_final_before_
 class SliverDecoder(ScriptedDecoder):
     """The stream starts with a short sound that is no word (a breath, a click). Decoded on its
     own, beam search writes a word for it that it doubts ("Yeah." at p 0.18, en-07's first
-    0.8 s); in a longer window Whisper hears nothing there. ``sure``: it is a word after all."""
+    0.8 s), and says the window may well hold no speech (no-speech probability 0.55 there);
+    in a longer window Whisper hears nothing there. ``sure``: it is a word after all.
+    ``no_speech``: what Whisper says of the window (0.2: a word it doubts but hears as speech,
+    as espeak's "Hello." alone, "Hello?" at p 0.17)."""
 
-    def __init__(self, truth, sure: bool = False):
+    def __init__(self, truth, sure: bool = False, no_speech: float = 0.55):
         super().__init__(truth[1:])
         self.sound = truth[0]
         self.sure = sure
+        self.no_speech = no_speech
         self.gap_s = 1.0  # a window reaching this far past the sound hears the words after it
 
     def __call__(self, req: DecodeRequest) -> DecodeResult:
@@ -1869,28 +1873,32 @@ class SliverDecoder(ScriptedDecoder):
             return r
         p = 0.9 if self.sure else 0.18
         said = Word(" Yeah.", s - req.offset, e - req.offset, p)
-        return DecodeResult((said, *r.words), "", 0.01, -0.5, 1.0)
+        return DecodeResult((said, *r.words), "", self.no_speech, -0.5, 1.0)
 
 
-@pytest.mark.parametrize("sure", [False, True])
+@pytest.mark.parametrize("sure, no_speech", [(False, 0.55), (True, 0.55), (False, 0.2)])
 @pytest.mark.parametrize("cost_s", [0.0, 0.3])
-def test_a_short_first_utterance_whose_every_word_is_doubted_says_nothing(sure, cost_s):
+def test_a_short_first_utterance_whose_every_word_is_doubted_says_nothing(sure, no_speech,
+                                                                          cost_s):
     """An end decode of an utterance shorter than ``doubted_end_ms`` that doubts every word it
-    places (p < ``commit_probability``) says nothing; a sure word there is kept. ``cost_s``:
-    decodes take that long, so the next speech has started (and joined the run) by the time
-    the sliver's end decode is back, as on en-07."""
+    places (p < ``commit_probability``) and may hold no speech (no-speech probability at least
+    ``doubted_end_no_speech``) says nothing; a sure word there is kept, and so is a doubted
+    one Whisper hears as speech (before, a lone "Hello." was lost). ``cost_s``: decodes take
+    that long, so the next speech has started (and joined the run) by the time the sliver's
+    end decode is back, as on en-07."""
     lead = np.zeros(SR, np.float32)
     sound = (0.3 * np.random.default_rng(2).standard_normal(SR // 2)).astype(np.float32)
     gap = np.zeros(int(0.6 * SR), np.float32)  # longer than the hangover: the VAD ends it
     words, truth = make_stream(8, lead_s=0.0)
     truth = [("Yeah.", 1.0, 1.5)] + [(t, a + 2.1, b + 2.1) for t, a, b in truth]
-    dec = SliverDecoder(truth, sure)
+    dec = SliverDecoder(truth, sure, no_speech)
     dec.gap_s = 0.6
     s = StreamSession(StreamOptions(), energy_vad())
     audio = np.concatenate([lead, sound, gap, words])
     ev = drive_timed(s, dec, audio, lambda r: cost_s) if cost_s else drive(s, dec, audio)
     text = " ".join(f.text for f in finals(ev))
-    assert text == ("Yeah. " if sure else "") + " ".join(f"w{i}" for i in range(8))
+    said = sure or no_speech < StreamOptions().doubted_end_no_speech
+    assert text == ("Yeah. " if said else "") + " ".join(f"w{i}" for i in range(8))
 
 
 def test_the_doubted_last_word_of_a_longer_utterance_is_still_said():
@@ -1921,10 +1929,11 @@ def test_a_doubted_sliver_never_takes_an_earlier_utterances_words_with_it():
     # the last utterance ended at 4.0 s (or 4.6 s) and started at 3.0 s; nothing is final
     u.ended = {4 * SR: EndMark(4 * SR, 3 * SR), int(4.6 * SR): EndMark(int(4.6 * SR), 3 * SR)}
     late = [Word(" Yeah.", 3.1, 3.6, 0.18)]
-    assert judge.all_doubt(u, late, 4.0)
-    assert not judge.all_doubt(u, [Word(" So", 1.0, 1.4, 0.2)] + late, 4.0)  # earlier words
-    assert not judge.all_doubt(u, [replace(late[0], probability=0.6)], 4.0)  # a sure word
-    assert not judge.all_doubt(u, late, 4.6)  # 1.6 s: no sliver
-    assert not judge.all_doubt(u, late, 3.9)  # no utterance ends there (finalize)
+    assert judge.all_doubt(u, late, 4.0, no_speech=0.55)
+    assert not judge.all_doubt(u, late, 4.0, no_speech=0.2)  # Whisper hears speech there
+    assert not judge.all_doubt(u, [Word(" So", 1.0, 1.4, 0.2)] + late, 4.0, 0.55)  # earlier
+    assert not judge.all_doubt(u, [replace(late[0], probability=0.6)], 4.0, 0.55)  # a sure word
+    assert not judge.all_doubt(u, late, 4.6, 0.55)  # 1.6 s: no sliver
+    assert not judge.all_doubt(u, late, 3.9, 0.55)  # no utterance ends there (finalize)
     u.buffer.committed_end = 3.2  # part of it is final: its doubted last word stays
-    assert not judge.all_doubt(u, [Word(" can.", 3.3, 3.6, 0.2)], 4.0)
+    assert not judge.all_doubt(u, [Word(" can.", 3.3, 3.6, 0.2)], 4.0, 0.55)
