@@ -100,6 +100,13 @@ class EngineOptions:
     # 25.1 % with 30 s; flat out 20.7 % instead of 21.9 %: Whisper tiny drops and skips words
     # near the end of a short window padded with 20 s of silence)
     encoder_granularity_s: float = 2.0
+    # A careful decode's encoder input at least this long (0: no minimum). A lone word in 4 s
+    # comes out twice ("Hello? Hello?", "No. No.", the second copy squeezed to no time, or
+    # "Maybe... Maybe...") and doubted, where in 8 s or 30 s it comes once, as offline. With 8:
+    # real/ replayed in real time 22.24 -> 21.75 % (en-03 52.1 -> 49.8, en-06 19.7 -> 18.0),
+    # flat out word for word the same, but zh/ with base zh-06 0.0 -> 21.4 % and zh-07 42.3 ->
+    # 50.0 % (a short opening read as "踏车 踏"): off (docs/performance.md, stop 46).
+    careful_min_encoder_s: float = 0.0
     temperatures: tuple[float, ...] = (0.0, 0.2, 0.4)
     compression_ratio_threshold: float = 2.4
     logprob_threshold: float = -1.0
@@ -520,8 +527,12 @@ class Engine:
 
     def _plan(self, r: DecodeRequest, prompt_len: int) -> _Plan:
         cap_frames = self._frames_for(r.duration, self.opt.encoder_granularity_s or 2.0)
+        frames = self._frames_for(r.duration)
+        if r.careful and self.opt.encoder_granularity_s > 0 and self.opt.careful_min_encoder_s:
+            frames = min(MAX_FRAMES, max(frames, int(self.opt.careful_min_encoder_s
+                                                     * FRAMES_PER_SECOND)))
         return _Plan(
-            frames=self._frames_for(r.duration),
+            frames=frames,
             # nobody says more than ~8 tokens a second: a longer output is a loop, cut it short
             max_new=min(self.opt.max_new_tokens, 8 * cap_frames // FRAMES_PER_SECOND + 16),
             beam=max(self.opt.beam_size, self.opt.careful_beam_size) if r.careful
