@@ -329,9 +329,11 @@ class _Speaker:
         except websockets.ConnectionClosed:
             pass
 
-    def _keep(self, m: wire.Message, placed: bool = False) -> None:
-        if not placed:
-            m = self.clock.place(m)
+    def _keep(self, m: wire.Message) -> None:
+        """A message of this connection, on the channel's clock."""
+        self._show(self.clock.place(m))
+
+    def _show(self, m: wire.Message) -> None:
         self.res.messages.append((time.monotonic() - self.t0, self.sent / self.bps, m))
         self.on_message(m)
 
@@ -379,7 +381,7 @@ class _Speaker:
                          "this connection's own, not the session's")
             return True
         for f in self.clock.joined(ch, again, on_old, self._say_again):
-            self._keep(f, placed=True)
+            self._show(f)  # (on the clock already)
         return True
 
     def _say_again(self, seconds: float) -> float:

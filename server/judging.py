@@ -99,7 +99,7 @@ class Judge:
         nor when the window holds words of an earlier utterance not final yet: a backlog's
         end decode, a phrase held for the language joined by the next.)"""
         o = self.opt
-        mark = u.ended.get(int(round(win_end * MODEL_RATE)))
+        mark = u.ends.get(int(round(win_end * MODEL_RATE)))
         if mark is None:
             return False  # (not an utterance's end: a pause or finalize)
         start = mark.began / MODEL_RATE
@@ -119,7 +119,7 @@ class Judge:
         heard = [w for w in words if spoken(w)]
         if not self.opt.tail_check_ms or not heard or u.tail_for == end or end not in u.ends:
             return False  # (not once the utterance went on while its end decode was out)
-        mark = u.ended.get(end)
+        mark = u.ends.get(end)
         spoken_to = (end if mark is None else mark.spoken_to) / MODEL_RATE
         return spoken_to - heard[-1].end >= self.opt.tail_check_ms / 1000
 

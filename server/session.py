@@ -124,8 +124,7 @@ class StreamSession:
                 self._settle_early(self._utts[-1])
             elif isinstance(ev, SpeechEnd):
                 u = self._utts[-1]
-                u.ends.append(ev.sample)
-                u.ended[ev.sample] = EndMark(
+                u.ends[ev.sample] = EndMark(
                     ev.sample if ev.spoken_to is None else ev.spoken_to, u.speech_from)
                 u.open = False
                 u.pause = None
@@ -144,7 +143,6 @@ class StreamSession:
             last.speech_from = sample
             if self._detect_pending and self.language == "auto":
                 last.ends.clear()  # a held short utterance goes on: detect on both together
-                last.ended.clear()
                 last.tail = None  # ... its end decode's words too: the window is read again
             return
         while self._utts and self._utts[-1].idle and self._in_flight is None:
@@ -454,9 +452,8 @@ class StreamSession:
             self._end_utterance(u.buffer.commit_all())
             self._end_sentence(u)
             done = int(round(win_end * MODEL_RATE))
-            while u.ends and u.ends[0] <= done:
-                e = u.ends.popleft()
-                u.ended.pop(e, None)
+            for e in [e for e in u.ends if e <= done]:
+                del u.ends[e]
             u.pause_ends = {p: e for p, e in u.pause_ends.items() if e > done}
             if u.force_at is not None and u.force_at <= done:
                 u.force_at = None

@@ -6,7 +6,6 @@ policy (:mod:`.session`) works on, kept apart so the rules that judge a decode
 from __future__ import annotations
 
 import enum
-from collections import deque
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -85,7 +84,8 @@ class Run:
 
     def __init__(self, start: int) -> None:
         self.start = start
-        self.ends: deque[int] = deque()  # utterance ends not yet decoded as final
+        # utterance ends not yet decoded as final, in order, each with what it closed
+        self.ends: dict[int, EndMark] = {}
         self.speech_from = start  # where the last utterance in it started
         self.open = True  # an utterance is going on
         self.base = start  # stream position of the first sample held
@@ -102,7 +102,6 @@ class Run:
         self.checked_to = -1.0  # ... and has decided them up to here
         self.main_for: int | None = None  # the draft read a window ending here: main's turn
         self.main_to = start  # where the main model's last reading ended
-        self.ended: dict[int, EndMark] = {}  # each utterance end in ``ends``: what it closed
         # an end decode's words, held while the window is read again past them (tail_check_ms)
         self.tail: list[Word] | None = None
         self.tail_for = -1  # ... and the utterance end they were held for (once per end)

@@ -1927,7 +1927,7 @@ def test_a_doubted_sliver_never_takes_an_earlier_utterances_words_with_it():
     judge = Judge(StreamOptions())
     u = Run(0)
     # the last utterance ended at 4.0 s (or 4.6 s) and started at 3.0 s; nothing is final
-    u.ended = {4 * SR: EndMark(4 * SR, 3 * SR), int(4.6 * SR): EndMark(int(4.6 * SR), 3 * SR)}
+    u.ends = {4 * SR: EndMark(4 * SR, 3 * SR), int(4.6 * SR): EndMark(int(4.6 * SR), 3 * SR)}
     late = [Word(" Yeah.", 3.1, 3.6, 0.18)]
     assert judge.all_doubt(u, late, 4.0, no_speech=0.55)
     assert not judge.all_doubt(u, late, 4.0, no_speech=0.2)  # Whisper hears speech there
