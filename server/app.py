@@ -59,6 +59,9 @@ class ServerConfig:
     # connecting; idle and slowloris connections are closed (``whisperwire serve`` only)
     handshake_timeout_s: float = 10.0
     idle_timeout_s: float = 60.0  # no message at all for this long ends a session
+    # a speaker's socket that died (not closed) leaves its stream open this long, undecided,
+    # for the client to come back to its session on a new one (listen.py); 0: end at once
+    rejoin_grace_s: float = 10.0
     # ... an OpenAI realtime one: push-to-talk clients send nothing between turns
     realtime_idle_timeout_s: float = 900.0
     max_session_s: float = 4 * 3600.0
@@ -181,12 +184,26 @@ class WhisperWire:
         try:
             params, transcript = self.admit_speaker(ws)
         except ClientError as exc:
+            dropped = self.dropped_speaker(ws) if exc.code == "session_taken" else None
+            if dropped is not None:
+                await ws.accept()
+                await dropped.rejoin(ws)
+                return
             self.metrics.errors.labels(exc.code).inc()
             await _refuse(ws, exc)
             return
         await ws.accept()
         await self.speak(ListenConnection(ws, params, self.engine, self.hub, transcript,
                                           self.config, self.metrics))
+
+    def dropped_speaker(self, ws: WebSocket) -> ListenConnection | None:
+        """The live stream a returning speaker's socket goes on (its session's connection
+        dropped, is waiting for it, and had the same parameters), or None."""
+        params = wire.ListenParams.from_query(ws.query_params)  # (admitted: it parses)
+        for c in self.live:
+            if c.sid == params.session and c.waiting and c.params == params:
+                return c
+        return None
 
     async def speak(self, conn: ListenConnection) -> None:
         """Run an accepted speaker of any API as one of the live sessions (drained at
@@ -248,7 +265,7 @@ class WhisperWire:
         if fmt == "txt":
             return PlainTextResponse(subtitles.to_txt(finals), headers=disp)
         if fmt == "json":
-            # offset: where the live (or next) speaker's audio begins on the channel's clock
+            # offset: where the live (or next) speaker's connection begins on the channel's clock
             # (the ended speakers' audio: a speaker starts there); instance: this channel's
             # life on the server (a restarted server has a new one). A speaker that reconnects
             # needs both (client/speaker.py).

@@ -80,6 +80,7 @@ def _serve(args: argparse.Namespace) -> int:
         max_sessions=args.max_sessions,
         max_viewers=args.max_viewers,
         idle_timeout_s=args.idle_timeout,
+        rejoin_grace_s=args.rejoin_grace,
         max_session_s=args.max_session_hours * 3600,
         transcript_retention_s=args.retention_minutes * 60,
         allowed_origins=tuple(args.allow_origin),
@@ -271,6 +272,9 @@ def _access_flags(g) -> None:  # type: ignore[no-untyped-def]
     g.add_argument("--max-viewers", type=int, default=100, help="viewers per session")
     g.add_argument("--idle-timeout", type=float, default=60.0,
                    help="seconds without a message before a speaker is closed")
+    g.add_argument("--rejoin-grace", type=float, default=10.0,
+                   help="seconds a dropped speaker's stream waits, undecided, for the client to "
+                        "come back to its session (0: its last words are final at once)")
     g.add_argument("--handshake-timeout", type=float, default=10.0,
                    help="seconds a connection has to send its request headers (0: no limit)")
     g.add_argument("--max-session-hours", type=float, default=4.0, help="longest session")

@@ -280,6 +280,10 @@ class ClusterHub(Hub):
     """The app's hub on one replica of a cluster. Live speakers' transcripts are local while
     they speak; everything viewers and downloads read comes from the :class:`Directory`."""
 
+    # a dropped speaker's next connection may land on any replica, and downloads read the
+    # directory's ``offset``: its stream ends at the drop, and the new one starts there
+    rejoins = False
+
     def __init__(self, actor: Any, owner: str, retention_s: float = 3600.0,
                  max_viewers: int = 100, timeout_s: float = 3.0, pid: int = 0) -> None:
         super().__init__(retention_s, max_viewers)

@@ -95,7 +95,8 @@ class Outbox:
 class Transcript:
     """One channel: its finals (on the channel's clock), the live partial, and its viewers.
     ``offset`` is where the live speaker's stream time 0 falls on the channel's clock;
-    ``audio_seconds`` is the audio of the speakers that have ended. ``turns``: the index of
+    ``audio_seconds`` is the audio of the speakers that have ended, and of the live speaker's
+    connections before its current one (it came back after a drop): where that one begins. ``turns``: the index of
     each later speaker's first final. A speaker's end closes an utterance, but its last final
     may have gone out without ``eou`` (made final before the client closed) and finals never
     change, so downloads break there by ``turns`` (:func:`~.subtitles.at_turns`)."""
@@ -138,6 +139,9 @@ def on_channel_clock(msg: Message, offset: float) -> Message:
 class Hub:
     """Channels, their transcripts and viewers. ``retention_s`` is how long an ended channel
     stays readable (and its viewers connected); ``max_viewers`` caps viewers per channel."""
+
+    # a dropped speaker that comes back to this process goes on in its stream (listen.py)
+    rejoins = True
 
     def __init__(self, retention_s: float = 3600.0, max_viewers: int = 100) -> None:
         self.retention_s = retention_s
@@ -185,6 +189,10 @@ class Hub:
             v.put(msg)
             if v.dropped:
                 t.viewers.discard(v)
+
+    def rejoined(self, t: Transcript, taken_s: float) -> None:
+        """The live speaker came back on a new connection ``taken_s`` into its stream."""
+        t.audio_seconds = t.offset + taken_s
 
     def end(self, t: Transcript, audio_seconds: float = 0.0) -> None:
         """The live speaker is done (after its last final was published); the channel's clock

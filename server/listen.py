@@ -22,7 +22,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from . import wire
 from .audio import Resampler, pcm_to_float
 from .errors import ClientError
-from .hub import Hub, Outbox, Transcript
+from .hub import Hub, Outbox, Transcript, on_channel_clock
 from .metrics import Metrics
 from .session import StreamSession
 from .vad import SpeechEnd, SpeechStart, VadEvent, VadSegmenter, webrtc_classifier
@@ -88,6 +88,9 @@ class ListenConnection:
     :meth:`close_frame`; the session, decoding, channel, limits and finishing stay here."""
 
     api = "whisperwire"  # which API the speaker uses, for the log
+    # whether a dropped client comes back to its session id (the page and the CLI do; a
+    # dialect's clients open a new stream), so the stream waits ``rejoin_grace_s`` for it
+    rejoins = True
 
     def __init__(self, ws: WebSocket, params: wire.ListenParams, engine: Any, hub: Hub,
                  transcript: Transcript, config: ServerConfig, metrics: Metrics,
@@ -128,6 +131,11 @@ class ListenConnection:
         self.outbox = Outbox(config.max_pending_messages)
         self._errors: deque[float] = deque()
         self._t0 = time.monotonic()
+        self.taken_s = 0.0  # seconds of audio the stream took, over all its connections
+        self.conn_start = 0.0  # ... when the current connection began: its time 0
+        self._writer: asyncio.Task | None = None
+        self._back: asyncio.Future | None = None  # while a dropped speaker may come back
+        self._let_go: asyncio.Future | None = None  # a rejoined socket's handler waits on it
 
     def shutdown(self, reason: str = "server_shutdown") -> None:
         """Stop taking audio and finish like a ``close``: the last words still come."""
@@ -147,15 +155,18 @@ class ListenConnection:
         log.info("session=%s event=open api=%s sample_rate=%d encoding=%s language=%s speaker=%d",
                  self.sid, self.api, self.params.sample_rate, self.params.encoding,
                  self.params.language, self.transcript.speakers)
+        self._t0 = time.monotonic()
         self.greet()
-        writer = asyncio.create_task(self._write())
+        self._writer = asyncio.create_task(self._write(self.ws, self.outbox))
         pump = asyncio.create_task(self._pump())
         ticker = asyncio.create_task(self._status())
         reason = "disconnected"
         try:
             reason = await self._read()
+            while reason == "disconnected" and await self._came_back():
+                reason = await self._read()
         finally:
-            await self._finish(reason, writer, pump, ticker)
+            await self._finish(reason, pump, ticker)
 
     def greet(self) -> None:
         """The first message: ``ready`` with the session id (and its view token)."""
@@ -170,8 +181,65 @@ class ListenConnection:
         # (1012, service restart: connect again; the page and the CLI do)
         return {"decode_failed": 1011, "replica_lost": 1012}.get(reason, 1000), ""
 
-    async def _finish(self, reason: str, writer: asyncio.Task, pump: asyncio.Task,
-                      ticker: asyncio.Task) -> None:
+    # -- a dropped speaker's way back ---------------------------------------------------------
+    @property
+    def waiting(self) -> bool:
+        """Dropped, and waiting for its speaker to come back (:meth:`rejoin`)."""
+        return self._back is not None and not self._back.done()
+
+    async def _came_back(self) -> bool:
+        """After a drop the page and the CLI come back to the session within seconds. For
+        ``rejoin_grace_s`` the stream stays as it was, undecided, so a word the drop cut in two
+        is heard whole when the rest comes (made final at once, half a word was misheard: "ask"
+        became "S" or "is"). True: a socket came back and the stream goes on on it; False: the
+        stream ends as dropped (its last words become final)."""
+        grace = self.config.rejoin_grace_s
+        if not (self.rejoins and self.hub.rejoins) or grace <= 0 or self.decode_failed \
+                or self.stop_reading.is_set():
+            return False
+        self._release()
+        back = self._back = asyncio.get_running_loop().create_future()
+        stop = asyncio.ensure_future(self.stop_reading.wait())
+        try:
+            await asyncio.wait({back, stop}, timeout=grace, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            self._back = None
+        if not back.done() or back.cancelled():
+            back.cancel()
+            return False
+        ws, self._let_go = back.result()
+        self._go_on(ws)
+        return True
+
+    def _go_on(self, ws: WebSocket) -> None:
+        """The stream's next connection: its own outbox and writer, its times from 0, and
+        ``offset`` in ``transcript.json`` where it begins, so the client knows what of the
+        dropped connection's audio never arrived (and sends it again)."""
+        old = self.outbox
+        old.drop()
+        self.ws, self.outbox = ws, Outbox(self.config.max_pending_messages)
+        self.conn_start = self.taken_s
+        self.hub.rejoined(self.transcript, self.taken_s)
+        self.phase = Phase.LISTENING
+        log.info("session=%s event=rejoined audio_s=%.1f", self.sid, self.taken_s)
+        self.greet()
+        self._writer = asyncio.create_task(self._write(ws, self.outbox))
+
+    async def rejoin(self, ws: WebSocket) -> None:
+        """Give a socket that came back (accepted, same parameters) to this waiting stream;
+        returns once the stream is done with it."""
+        assert self._back is not None and not self._back.done()
+        let_go = asyncio.get_running_loop().create_future()
+        self._back.set_result((ws, let_go))
+        await let_go
+
+    def _release(self) -> None:
+        """The current socket's handler may return: the stream is done with it."""
+        if self._let_go is not None and not self._let_go.done():
+            self._let_go.set_result(None)
+
+    async def _finish(self, reason: str, pump: asyncio.Task, ticker: asyncio.Task) -> None:
         """Every end of stream flushes: the last words become finals, then ``closed``."""
         self.phase = Phase.FINISHING if self.phase is Phase.LISTENING else Phase.DETACHED
         if not self.decode_failed:  # the session abandoned its audio: nothing more to add
@@ -189,12 +257,13 @@ class ListenConnection:
             self.hub.publish(self.transcript, closed)
             self.hub.end(self.transcript, self.session.audio_seconds)
             self.send(closed)
-            await writer
+            await self._writer
             if self.phase.writes:
                 code, text = self.close_frame(reason)
                 with contextlib.suppress(Exception):  # the peer may be gone already
                     await asyncio.wait_for(self.ws.close(code, text), self.config.send_timeout_s)
             self.phase = Phase.CLOSED
+            self._release()
             log.info("session=%s event=closed reason=%s audio_s=%.1f finals=%d", self.sid,
                      reason, self.session.audio_seconds, len(self.transcript.finals))
 
@@ -225,8 +294,7 @@ class ListenConnection:
         return "idle_timeout"
 
     async def _read(self) -> str:
-        """Take messages until the stream ends; returns why it ended."""
-        self._t0 = time.monotonic()
+        """Take messages until the stream ends (or its socket went); returns why."""
         while True:
             await self._room()
             try:
@@ -313,6 +381,7 @@ class ListenConnection:
         if self.decode_failed:
             return  # ending: the session has let its audio go
         self.metrics.audio_in.inc(len(x) / self.params.sample_rate)
+        self.taken_s += len(x) / self.params.sample_rate
         self.session.feed_audio(self.resampler.process(x))
         self.on_vad(self.vad.take())
         self.wake.set()
@@ -398,7 +467,7 @@ class ListenConnection:
     def send(self, msg: wire.Message) -> None:
         if isinstance(msg, wire.Error):
             self.metrics.errors.labels(msg.code).inc()
-        self.outbox.put(msg)
+        self.outbox.put(on_channel_clock(msg, -self.conn_start))  # (0: no change)
         if self.outbox.dropped and not self.stop_reading.is_set():
             log.warning("session=%s event=slow_consumer", self.sid)
             self.shutdown("slow_consumer")
@@ -407,18 +476,22 @@ class ListenConnection:
         """The text frames one outgoing event becomes (none, for events a dialect lacks)."""
         return [wire.encode(msg)]
 
-    async def _write(self) -> None:
-        while (msg := await self.outbox.next()) is not None:
-            if not self.phase.writes:
+    async def _write(self, ws: WebSocket, outbox: Outbox) -> None:
+        """Write one connection's outbox to its socket (a rejoined one has its own)."""
+        while (msg := await outbox.next()) is not None:
+            if not self.phase.writes or ws is not self.ws:
                 continue
             try:
                 for text in self.encode(msg):
-                    await asyncio.wait_for(self.ws.send_text(text), self.config.send_timeout_s)
+                    await asyncio.wait_for(ws.send_text(text), self.config.send_timeout_s)
             except asyncio.TimeoutError:
+                if ws is not self.ws:
+                    continue  # (it went meanwhile, and its speaker came back on another)
                 # its socket is full and stays full: stop writing, finish the transcript
                 log.warning("session=%s event=slow_consumer", self.sid)
                 self._detach()
                 self.outbox.drop()
                 self.shutdown("slow_consumer")
             except Exception:  # noqa: BLE001 - a gone peer; keep decoding for the transcript
-                self._detach()
+                if ws is self.ws:
+                    self._detach()

@@ -142,6 +142,7 @@ class DeepgramConnection(ListenConnection):
     """A Deepgram live stream on our session machinery: Deepgram's messages in and out."""
 
     api = "deepgram"
+    rejoins = False  # its clients open a new stream after a drop
 
     def __init__(self, ws: WebSocket, opts: DeepgramOptions, server: WhisperWire,
                  transcript: Any) -> None:

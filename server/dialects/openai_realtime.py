@@ -63,6 +63,7 @@ class RealtimeConnection(ListenConnection):
     """An OpenAI realtime transcription session on our session machinery."""
 
     api = "openai-realtime"
+    rejoins = False  # its clients open a new stream after a drop
 
     def __init__(self, ws: WebSocket, server: WhisperWire, transcript: Any, model: str) -> None:
         params = wire.ListenParams(sample_rate=RATE)

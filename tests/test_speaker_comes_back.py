@@ -1,0 +1,102 @@
+"""A speaker's socket dies mid-word and the client comes back to its session on a new one (the
+page and the CLI do, within seconds). The server keeps the stream open for that
+(``rejoin_grace_s``), so the word the drop cut in two is heard whole. Before, the server made
+finals of the dropped connection's audio at once: a cut in "ask" gave "S NOT!" or "is not..."
+(CI on 2026-12-05: the page's blip test 4 s into jfk).
+
+The real server and model; the drop is a TCP proxy that is cut (the server sees the socket die,
+no close frame). The client here does what ours do: after ``ready`` it reads
+``transcript.json``, whose ``offset`` says where the new connection's audio begins, and sends
+the rest of the file from there."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+import websockets
+
+from conftest import LiveServer, load16k, read_all, references, s16
+from tcp_proxy import CuttableProxy
+from whisperwire.server import wire
+from whisperwire.server.app import ServerConfig
+from whisperwire.server.wer import normalize, wer
+
+pytestmark = pytest.mark.e2e
+
+CUT_S = 3.6  # into jfk: inside "ask" (Americans ... ask not)
+
+
+def channel(server, sid: str) -> dict:  # type: ignore[no-untyped-def]
+    with urllib.request.urlopen(f"{server.http}/v1/sessions/{sid}/transcript.json") as r:
+        return json.loads(r.read())
+
+
+async def speak_with_a_drop(server, sid: str, away_s: float) -> tuple[list, dict, float]:  # type: ignore[no-untyped-def]
+    """jfk up to CUT_S through a proxy that is then cut; ``away_s`` later the rest, from where
+    the server says the new connection begins. The new connection's messages, the channel's
+    ``transcript.json`` at the end, and where it said the new connection begins."""
+    x = np.concatenate([load16k("jfk.wav"), np.zeros(8000, np.float32)])
+    proxy = CuttableProxy(server.port)
+    try:
+        first = await websockets.connect(f"{proxy.url}/v1/listen?session={sid}")
+        assert json.loads(await first.recv())["type"] == "ready"
+        cut = int(CUT_S * 16000)
+        for i in range(0, cut, 3200):  # 5x real time: the server has it all before the cut
+            await first.send(s16(x[i:min(i + 3200, cut)]))
+            await asyncio.sleep(0.04)
+        deadline = time.monotonic() + 10
+        while True:  # until the server heard all of it (its status says so)
+            m = json.loads(await first.recv())
+            if m["type"] == "status" and m["audio_seconds"] >= CUT_S - 1e-3:
+                break
+            assert time.monotonic() < deadline, "the server never heard the first part"
+        proxy.cut()
+        await asyncio.sleep(away_s)
+        async with websockets.connect(f"{server.url}/v1/listen?session={sid}") as ws:
+            assert json.loads(await ws.recv())["type"] == "ready"
+            begins = channel(server, sid)["offset"]
+            for i in range(int(round(begins * 16000)), len(x), 3200):
+                await ws.send(s16(x[i:i + 3200]))
+                await asyncio.sleep(0.04)
+            await ws.send(json.dumps({"type": "close"}))
+            msgs = await asyncio.wait_for(read_all(ws), 60)
+        return msgs, channel(server, sid), begins
+    finally:
+        proxy.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_speaker_back_within_the_grace_goes_on_in_the_same_stream(live_server):
+    msgs, ch, begins = asyncio.run(speak_with_a_drop(live_server, "back-mid-word", away_s=1.5))
+    text = " ".join(normalize(ch["text"]))
+    assert "ask not what your country" in text, ch["text"]
+    assert wer(references()["jfk.wav"], ch["text"]) <= 0.1, ch["text"]
+    # one stream: no speaker's end at the drop, and the new connection began where the first
+    # one's audio ended
+    assert ch["turns"] == [] and begins == pytest.approx(CUT_S, abs=1e-3)
+    assert not any(abs(f["end"] - CUT_S) < 0.05 for f in ch["finals"]), ch["finals"]
+    # the new connection's times count from its own start, as a new connection's do
+    mine = [m for m in msgs if isinstance(m, wire.Final)]
+    assert mine and mine[-1].end + CUT_S == pytest.approx(ch["finals"][-1]["end"], abs=1e-3)
+    closed = msgs[-1]
+    assert isinstance(closed, wire.Closed) and closed.audio_seconds == pytest.approx(
+        len(load16k("jfk.wav")) / 16000 + 0.5 - CUT_S, abs=0.01)
+
+
+@pytest.mark.timeout(120)
+def test_a_speaker_not_back_within_the_grace_has_its_last_words_made_final():
+    """Nobody comes back: the stream ends ``rejoin_grace_s`` after the drop, its last words
+    final; the next speaker of the session starts after them."""
+    with LiveServer(ServerConfig(rejoin_grace_s=1.0)) as server:
+        _, ch, begins = asyncio.run(speak_with_a_drop(server, "not-back", away_s=3.0))
+    # the dropped stream ended at the cut ("ask" cut in two, as any end cuts it), and the
+    # next speaker's words follow it
+    assert begins == pytest.approx(CUT_S, abs=1e-3)
+    assert ch["turns"] and ch["finals"][ch["turns"][0] - 1]["end"] <= CUT_S + 1e-3
+    text = " ".join(normalize(ch["text"]))
+    assert text.startswith("and so my fellow americans") and "country" in text, ch["text"]
