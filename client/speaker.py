@@ -4,9 +4,10 @@
 A microphone cannot pause. While the connection is down (a network blip, a server restarting,
 a Ray replica lost) capture goes on and what it hears is held, up to ``HELD_MAX_S`` (the oldest
 goes first, and the user is told), and sent once the server takes the session again under the
-same id. The server finishes a dropped connection's audio into finals on the session's channel,
-finals this speaker never received: after the reconnect they are read from the channel's
-transcript (``transcript.json``) and shown, each once. Audio the dropped connection sent that
+same id. Back within the server's rejoin grace, the connection goes on in the dropped one's
+stream; later, the server has finished that audio into finals. Either way the channel may
+have finals this speaker never received: after the reconnect they are read from the channel's
+transcript (``transcript.json``) and shown, each once (and not again if the stream sends them). Audio the dropped connection sent that
 never reached the server (in flight when it dropped) is sent again; a server that restarted has
 a new channel (``instance``) and lost what it had not made final, so everything after the last
 final shown is sent again. Every connection's times are put on the channel's clock (a
@@ -292,7 +293,9 @@ class _Speaker:
                 if again:
                     continue
             elif isinstance(m, wire.Final):
-                self.clock.saw(m.segment)  # (a connection never repeats one)
+                if m.segment <= self.clock.seen:
+                    continue  # (back in the same stream: the catch-up read it from the channel)
+                self.clock.saw(m.segment)
             elif isinstance(m, wire.Closed):
                 unread = (self.sent - self.began_at) / self.bps - m.audio_seconds
                 if m.reason in GONE and (not self.source_done.is_set() or self.held.size

@@ -91,10 +91,11 @@ def default_web_dir() -> Path | None:
 
 
 
-async def _refuse(ws: WebSocket, exc: ClientError) -> None:
+async def _refuse(ws: WebSocket, exc: ClientError, accepted: bool = False) -> None:
     """Accept only to say why not: browsers cannot read a refused handshake's status, so the
     reason travels as an ``error`` event, then the close code."""
-    await ws.accept()
+    if not accepted:
+        await ws.accept()
     await ws.send_text(wire.encode(wire.Error(exc.code, exc.message)))
     await ws.close(close_code_for(exc.code), exc.message[:120])
 
@@ -181,14 +182,17 @@ class WhisperWire:
 
     # -- WebSockets --------------------------------------------------------------------------
     async def listen(self, ws: WebSocket) -> None:
+        back = self.dropped_speaker(ws)
+        if back is not None:
+            await ws.accept()
+            try:
+                await back.rejoin(ws)
+            except ClientError as exc:  # it stopped waiting meanwhile (its grace ran out)
+                await _refuse(ws, exc, accepted=True)
+            return
         try:
             params, transcript = self.admit_speaker(ws)
         except ClientError as exc:
-            dropped = self.dropped_speaker(ws) if exc.code == "session_taken" else None
-            if dropped is not None:
-                await ws.accept()
-                await dropped.rejoin(ws)
-                return
             self.metrics.errors.labels(exc.code).inc()
             await _refuse(ws, exc)
             return
@@ -197,13 +201,21 @@ class WhisperWire:
                                           self.config, self.metrics))
 
     def dropped_speaker(self, ws: WebSocket) -> ListenConnection | None:
-        """The live stream a returning speaker's socket goes on (its session's connection
-        dropped, is waiting for it, and had the same parameters), or None."""
-        params = wire.ListenParams.from_query(ws.query_params)  # (admitted: it parses)
-        for c in self.live:
-            if c.sid == params.session and c.waiting and c.params == params:
-                return c
-        return None
+        """The stream a speaker's socket goes on: its session's, dropped and waiting for it,
+        asked for with the same parameters and a speak token; or None (then it is admitted,
+        or refused, as any speaker). Before the room check: a full server takes it back."""
+        sid = ws.query_params.get("session")
+        waiting = [c for c in self.live if sid and c.sid == sid and c.waiting]
+        if not waiting or self.draining.is_set():
+            return None
+        try:
+            self.check_origin(ws)
+            params = wire.ListenParams.from_query(ws.query_params)
+        except ClientError:
+            return None  # (admitting it says why not)
+        if not self.config.auth.can_speak(token_from(ws.headers, ws.query_params)):
+            return None
+        return next((c for c in waiting if c.same_stream(params)), None)
 
     async def speak(self, conn: ListenConnection) -> None:
         """Run an accepted speaker of any API as one of the live sessions (drained at

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from .errors import ClientError
 from .subtitles import at_turns
 from .text import finals_text
-from .wire import Closed, Final, Message, Partial, Status
+from .wire import Closed, Final, Language, Message, Partial, Status, UtteranceEnd
 
 __all__ = ["Hub", "Outbox", "Transcript", "new_session_id", "on_channel_clock"]
 
@@ -95,11 +95,12 @@ class Outbox:
 class Transcript:
     """One channel: its finals (on the channel's clock), the live partial, and its viewers.
     ``offset`` is where the live speaker's stream time 0 falls on the channel's clock;
-    ``audio_seconds`` is the audio of the speakers that have ended, and of the live speaker's
-    connections before its current one (it came back after a drop): where that one begins. ``turns``: the index of
-    each later speaker's first final. A speaker's end closes an utterance, but its last final
-    may have gone out without ``eou`` (made final before the client closed) and finals never
-    change, so downloads break there by ``turns`` (:func:`~.subtitles.at_turns`)."""
+    ``audio_seconds`` is the audio of the speakers that have ended and of the live speaker's
+    connections before its current one (it came back after a drop): where that one begins.
+    ``turns``: the index of each later speaker's first final. A speaker's end closes an
+    utterance, but its last final may have gone out without ``eou`` (made final before the
+    client closed) and finals never change, so downloads break there by ``turns``
+    (:func:`~.subtitles.at_turns`)."""
 
     session: str
     finals: list[Final] = field(default_factory=list)
@@ -134,6 +135,23 @@ def on_channel_clock(msg: Message, offset: float) -> Message:
         return dataclasses.replace(msg, start=msg.start + offset, end=msg.end + offset,
                                    words=words)
     return dataclasses.replace(msg, start=msg.start + offset, end=msg.end + offset)
+
+
+def on_connection_clock(msg: Message, start: float) -> Message:
+    """A speaker's event with its times counted from ``start`` seconds into its stream, where
+    its current connection began (it came back after a drop: listen.py), as every
+    connection's times count from its own start; audio from before it is below 0."""
+    if not start:
+        return msg
+    if isinstance(msg, (Final, Partial, Closed)):
+        return on_channel_clock(msg, -start)
+    if isinstance(msg, UtteranceEnd):
+        return dataclasses.replace(msg, end=msg.end - start)
+    if isinstance(msg, Language):
+        return dataclasses.replace(msg, start=msg.start - start)
+    if isinstance(msg, Status):
+        return dataclasses.replace(msg, audio_seconds=msg.audio_seconds - start)
+    return msg
 
 
 class Hub:

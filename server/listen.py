@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import enum
 import logging
 import time
@@ -22,7 +23,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from . import wire
 from .audio import Resampler, pcm_to_float
 from .errors import ClientError
-from .hub import Hub, Outbox, Transcript, on_channel_clock
+from .hub import Hub, Outbox, Transcript, on_connection_clock
 from .metrics import Metrics
 from .session import StreamSession
 from .vad import SpeechEnd, SpeechStart, VadEvent, VadSegmenter, webrtc_classifier
@@ -136,6 +137,7 @@ class ListenConnection:
         self._writer: asyncio.Task | None = None
         self._back: asyncio.Future | None = None  # while a dropped speaker may come back
         self._let_go: asyncio.Future | None = None  # a rejoined socket's handler waits on it
+        self.may_come_back = False  # the socket went without hanging up on purpose
 
     def shutdown(self, reason: str = "server_shutdown") -> None:
         """Stop taking audio and finish like a ``close``: the last words still come."""
@@ -166,7 +168,10 @@ class ListenConnection:
             while reason == "disconnected" and await self._came_back():
                 reason = await self._read()
         finally:
-            await self._finish(reason, pump, ticker)
+            try:
+                await self._finish(reason, pump, ticker)
+            finally:
+                self._release()
 
     def greet(self) -> None:
         """The first message: ``ready`` with the session id (and its view token)."""
@@ -194,8 +199,8 @@ class ListenConnection:
         became "S" or "is"). True: a socket came back and the stream goes on on it; False: the
         stream ends as dropped (its last words become final)."""
         grace = self.config.rejoin_grace_s
-        if not (self.rejoins and self.hub.rejoins) or grace <= 0 or self.decode_failed \
-                or self.stop_reading.is_set():
+        if not (self.rejoins and self.hub.rejoins and self.may_come_back) or grace <= 0 \
+                or self.decode_failed or self.stop_reading.is_set():
             return False
         self._release()
         back = self._back = asyncio.get_running_loop().create_future()
@@ -205,11 +210,14 @@ class ListenConnection:
         finally:
             stop.cancel()
             self._back = None
-        if not back.done() or back.cancelled():
-            back.cancel()
+            if not back.done():
+                back.cancel()
+            elif not back.cancelled():
+                self._let_go = back.result()[1]  # (released in run(), even if cancelled here)
+        if back.cancelled():
+            log.info("session=%s event=not_back after_s=%.0f", self.sid, grace)
             return False
-        ws, self._let_go = back.result()
-        self._go_on(ws)
+        self._go_on(back.result()[0])
         return True
 
     def _go_on(self, ws: WebSocket) -> None:
@@ -227,12 +235,18 @@ class ListenConnection:
         self._writer = asyncio.create_task(self._write(ws, self.outbox))
 
     async def rejoin(self, ws: WebSocket) -> None:
-        """Give a socket that came back (accepted, same parameters) to this waiting stream;
-        returns once the stream is done with it."""
-        assert self._back is not None and not self._back.done()
+        """Give a socket that came back (accepted, same parameters) to this stream, which
+        must be :attr:`waiting`; returns once the stream is done with it."""
+        if self._back is None or self._back.done():
+            raise ClientError("session_taken", f"session {self.sid!r} is already live")
         let_go = asyncio.get_running_loop().create_future()
         self._back.set_result((ws, let_go))
         await let_go
+
+    def same_stream(self, params: wire.ListenParams) -> bool:
+        """Whether a speaker asking for ``params`` may go on in this stream: its session, and
+        the rest as this one's (whose session may have been the server's choice)."""
+        return params == dataclasses.replace(self.params, session=self.sid)
 
     def _release(self) -> None:
         """The current socket's handler may return: the stream is done with it."""
@@ -263,7 +277,6 @@ class ListenConnection:
                 with contextlib.suppress(Exception):  # the peer may be gone already
                     await asyncio.wait_for(self.ws.close(code, text), self.config.send_timeout_s)
             self.phase = Phase.CLOSED
-            self._release()
             log.info("session=%s event=closed reason=%s audio_s=%.1f finals=%d", self.sid,
                      reason, self.session.audio_seconds, len(self.transcript.finals))
 
@@ -299,14 +312,14 @@ class ListenConnection:
             await self._room()
             try:
                 msg = await self._receive()
-            except (WebSocketDisconnect, RuntimeError):
-                self._detach()
-                return "disconnected"
+            except WebSocketDisconnect as exc:
+                return self._gone(exc.code)
+            except RuntimeError:
+                return self._gone(1006)
             if isinstance(msg, str):
                 return msg
             if msg["type"] == "websocket.disconnect":
-                self._detach()
-                return "disconnected"
+                return self._gone(msg.get("code", 1006))
             if self.outbox.dropped:
                 return "slow_consumer"
             try:
@@ -318,6 +331,13 @@ class ListenConnection:
                 if self._too_many_errors():
                     self.send(wire.Error("too_many_errors", "too many bad messages; closing"))
                     return "too_many_errors"
+
+    def _gone(self, code: int) -> str:
+        """The socket went without our ``close``. A normal closure (1000) hangs up on
+        purpose; any other (the page unloading, 1001; a link that died, 1006) may come back."""
+        self._detach()
+        self.may_come_back = code != 1000
+        return "disconnected"
 
     async def _room(self) -> None:
         """Stop reading while more speech waits for the decoder than ``max_backlog_s``: the
@@ -467,7 +487,7 @@ class ListenConnection:
     def send(self, msg: wire.Message) -> None:
         if isinstance(msg, wire.Error):
             self.metrics.errors.labels(msg.code).inc()
-        self.outbox.put(on_channel_clock(msg, -self.conn_start))  # (0: no change)
+        self.outbox.put(on_connection_clock(msg, self.conn_start))
         if self.outbox.dropped and not self.stop_reading.is_set():
             log.warning("session=%s event=slow_consumer", self.sid)
             self.shutdown("slow_consumer")

@@ -36,15 +36,35 @@ def channel(server, sid: str) -> dict:  # type: ignore[no-untyped-def]
         return json.loads(r.read())
 
 
-async def speak_with_a_drop(server, sid: str, away_s: float) -> tuple[list, dict, float]:  # type: ignore[no-untyped-def]
-    """jfk up to CUT_S through a proxy that is then cut; ``away_s`` later the rest, from where
-    the server says the new connection begins. The new connection's messages, the channel's
-    ``transcript.json`` at the end, and where it said the new connection begins."""
+async def connect(server, query: str, tries: int = 20):  # type: ignore[no-untyped-def]
+    """A speaker's socket once ``ready``, trying again on ``session_taken`` (0.5 s apart) as
+    our clients do after a drop; the socket, and the refusals met on the way."""
+    refusals = []
+    for _ in range(tries):
+        ws = await websockets.connect(f"{server.url}/v1/listen?{query}")
+        m = json.loads(await ws.recv())
+        if m["type"] == "ready":
+            return ws, refusals
+        await ws.close()
+        assert m["type"] == "error" and m["code"] == "session_taken", m
+        refusals.append(m["code"])
+        await asyncio.sleep(0.5)
+    raise AssertionError("never taken back")
+
+
+async def speak_with_a_drop(server, away_s: float, kw: dict) -> tuple[list, dict, float]:  # type: ignore[no-untyped-def]
+    """jfk up to CUT_S through a proxy that is then cut (the session id is the server's
+    choice, as the page's and the CLI's are); ``away_s`` later the rest, on a new connection to
+    that session, from where the server says it begins. The new connection's messages, the
+    channel's ``transcript.json`` at the end, and where it said the new connection begins.
+    ``kw`` gets the refusals met coming back; with ``other`` (a query), a speaker asking for it
+    tries the session first, and its answer is kept."""
     x = np.concatenate([load16k("jfk.wav"), np.zeros(8000, np.float32)])
     proxy = CuttableProxy(server.port)
     try:
-        first = await websockets.connect(f"{proxy.url}/v1/listen?session={sid}")
-        assert json.loads(await first.recv())["type"] == "ready"
+        first = await websockets.connect(f"{proxy.url}/v1/listen")
+        ready = json.loads(await first.recv())
+        sid = ready["session"]
         cut = int(CUT_S * 16000)
         for i in range(0, cut, 3200):  # 5x real time: the server has it all before the cut
             await first.send(s16(x[i:min(i + 3200, cut)]))
@@ -56,9 +76,14 @@ async def speak_with_a_drop(server, sid: str, away_s: float) -> tuple[list, dict
                 break
             assert time.monotonic() < deadline, "the server never heard the first part"
         proxy.cut()
+        if "other" in kw:  # another speaker, or this one with other parameters: not let in
+            await asyncio.sleep(0.3)
+            async with websockets.connect(f"{server.url}/v1/listen?{kw['other']}&session={sid}"
+                                          ) as o:
+                kw["answer"] = json.loads(await o.recv())
         await asyncio.sleep(away_s)
-        async with websockets.connect(f"{server.url}/v1/listen?session={sid}") as ws:
-            assert json.loads(await ws.recv())["type"] == "ready"
+        ws, kw["refusals"] = await connect(server, f"session={sid}")
+        async with ws:
             begins = channel(server, sid)["offset"]
             for i in range(int(round(begins * 16000)), len(x), 3200):
                 await ws.send(s16(x[i:i + 3200]))
@@ -72,31 +97,58 @@ async def speak_with_a_drop(server, sid: str, away_s: float) -> tuple[list, dict
 
 @pytest.mark.timeout(120)
 def test_a_speaker_back_within_the_grace_goes_on_in_the_same_stream(live_server):
-    msgs, ch, begins = asyncio.run(speak_with_a_drop(live_server, "back-mid-word", away_s=1.5))
+    kw: dict = {}
+    msgs, ch, begins = asyncio.run(speak_with_a_drop(live_server, 1.5, kw))
     text = " ".join(normalize(ch["text"]))
     assert "ask not what your country" in text, ch["text"]
     assert wer(references()["jfk.wav"], ch["text"]) <= 0.1, ch["text"]
-    # one stream: no speaker's end at the drop, and the new connection began where the first
-    # one's audio ended
-    assert ch["turns"] == [] and begins == pytest.approx(CUT_S, abs=1e-3)
+    # one stream, taken back at once: no speaker's end at the drop, and the new connection
+    # began where the first one's audio ended
+    assert kw["refusals"] == [] and ch["turns"] == [], (kw, ch)
+    assert begins == pytest.approx(CUT_S, abs=1e-3)
     assert not any(abs(f["end"] - CUT_S) < 0.05 for f in ch["finals"]), ch["finals"]
     # the new connection's times count from its own start, as a new connection's do
     mine = [m for m in msgs if isinstance(m, wire.Final)]
     assert mine and mine[-1].end + CUT_S == pytest.approx(ch["finals"][-1]["end"], abs=1e-3)
+    sent = len(load16k("jfk.wav")) / 16000 + 0.5 - CUT_S
+    assert all(m.audio_seconds <= sent + 0.01 for m in msgs if isinstance(m, wire.Status))
     closed = msgs[-1]
-    assert isinstance(closed, wire.Closed) and closed.audio_seconds == pytest.approx(
-        len(load16k("jfk.wav")) / 16000 + 0.5 - CUT_S, abs=0.01)
+    assert isinstance(closed, wire.Closed) and closed.audio_seconds == pytest.approx(sent,
+                                                                                     abs=0.01)
 
 
 @pytest.mark.timeout(120)
 def test_a_speaker_not_back_within_the_grace_has_its_last_words_made_final():
-    """Nobody comes back: the stream ends ``rejoin_grace_s`` after the drop, its last words
-    final; the next speaker of the session starts after them."""
+    """Nobody comes back (a speaker asking for other parameters is not let in: it would
+    decode the rest differently): the stream ends ``rejoin_grace_s`` after the drop, its last
+    words final; the next speaker of the session starts after them."""
+    kw: dict = {"other": "sample_rate=8000"}
     with LiveServer(ServerConfig(rejoin_grace_s=1.0)) as server:
-        _, ch, begins = asyncio.run(speak_with_a_drop(server, "not-back", away_s=3.0))
+        _, ch, begins = asyncio.run(speak_with_a_drop(server, 3.0, kw))
+    assert kw["answer"]["type"] == "error" and kw["answer"]["code"] == "session_taken"
     # the dropped stream ended at the cut ("ask" cut in two, as any end cuts it), and the
     # next speaker's words follow it
     assert begins == pytest.approx(CUT_S, abs=1e-3)
-    assert ch["turns"] and ch["finals"][ch["turns"][0] - 1]["end"] <= CUT_S + 1e-3
+    assert len(ch["turns"]) == 1 and ch["turns"][0] >= 1, ch
+    assert ch["finals"][ch["turns"][0] - 1]["end"] <= CUT_S + 1e-3
     text = " ".join(normalize(ch["text"]))
     assert text.startswith("and so my fellow americans") and "country" in text, ch["text"]
+
+
+@pytest.mark.timeout(60)
+def test_a_speaker_that_hangs_up_is_not_waited_for(live_server):
+    """A close frame with 1000 (not our ``close``, but on purpose) ends the stream at once:
+    its last words are final now, not ``rejoin_grace_s`` later."""
+    async def go() -> dict:
+        async with websockets.connect(f"{live_server.url}/v1/listen") as ws:
+            sid = json.loads(await ws.recv())["session"]
+            await ws.send(s16(load16k("jfk.wav")[: 3 * 16000]))
+            await asyncio.sleep(0.5)
+        deadline = time.monotonic() + 5  # (the grace is 10 s)
+        while (ch := channel(live_server, sid))["live"]:
+            assert time.monotonic() < deadline, "the hung-up stream was waited for"
+            await asyncio.sleep(0.1)
+        return ch
+
+    ch = asyncio.run(go())
+    assert "americans" in " ".join(normalize(ch["text"])), ch

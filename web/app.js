@@ -155,8 +155,10 @@ function onSpeakerMessage(m, ws, started) {
 }
 
 /** A speaker's socket never replays finals, but after a drop the server made finals of the
- * dropped connection's last audio that only the channel has (`transcript.json`): shown once,
- * before the new connection's, when the channel is the same life of the id (`instance`); a
+ * dropped connection's last audio that only the channel has (`transcript.json`; back within
+ * the server's rejoin grace, the same stream goes on and made those it decoded meanwhile):
+ * shown once, before the new connection's, when the channel is the same life of the id
+ * (`instance`); a
  * restarted server's new channel numbers its finals from 0 again, so the count starts over. */
 async function catchUp(session, again) {
   const ws = state.live;
