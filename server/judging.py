@@ -138,11 +138,18 @@ class Judge:
             # its words stay unlikely one by one
             or bool(r.words and max(w.probability for w in r.words) < 0.5))
 
+    def silent_from(self, u: Run, win_end: float) -> float:
+        """Where the VAD heard the speech stop, when the window ends at an utterance's end
+        (the hangover's silence follows); else never."""
+        mark = u.ends.get(int(round(win_end * MODEL_RATE)))
+        return float("inf") if mark is None else mark.spoken_to / MODEL_RATE
+
     def accepted_words(self, req: DecodeRequest, r: DecodeResult, win_end: float,
-                        committed_end: float, committed: list[Word] | None = None
-                        ) -> tuple[list[Word], Verdict]:
+                        committed_end: float, committed: list[Word] | None = None,
+                        silent_from: float = float("inf")) -> tuple[list[Word], Verdict]:
         """The result's words in stream time, minus Whisper's known inventions; and what the
-        guards made of the decode (a loop they could not cut away rejects it as a whole)."""
+        guards made of the decode (a loop they could not cut away rejects it as a whole).
+        ``silent_from``: see :meth:`silent_from`."""
         o = self.opt
         if self.says_no_speech(r):
             return [], Verdict.WHOLE
@@ -171,7 +178,7 @@ class Judge:
         first = heard_again(req, out, keys, prefix, committed or [], committed_end)
         out, keys = out[first:], keys[first:]
         new = len(out)
-        out, keys = drop_unsure_echoes(prefix, out, keys)
+        out, keys = drop_unsure_echoes(prefix, out, keys, silent_from)
         # a loop is cut where it starts, also when the aligner squeezed its repeat past the
         # audio (en-06: "Does he" final, then "know the biscuit? Does he know the biscuit?",
         # the second "know the biscuit?" squeezed: cut after it, "Does he" was said twice)

@@ -144,24 +144,30 @@ def heard_again(req: DecodeRequest, out: list[Word], keys: list[str], prefix: li
     return first
 
 
-def drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str]
-                        ) -> tuple[list[Word], list[str]]:
+def drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str],
+                       silent_from: float = float("inf")) -> tuple[list[Word], list[str]]:
     """Words that only say the unit or two units before them again, and that Whisper itself
     doubts or the aligner cannot place: over the silence after an utterance it echoes its last
     word ("Yummy." then "Yummy.", p=0.44, or p=0.89 squeezed into the window's last instant) or
     its last two ("Ask not. Ask not.", the second "Ask" squeezed to no time, jfk), where a
-    speaker's own "no, no" comes out sure and takes time to say."""
+    speaker's own "no, no" comes out sure and takes time to say. Nor is an echo placed in
+    what the VAD heard as the silence after the speech (``silent_from``, at an utterance's end)
+    said, however sure: espeak's lone "Maybe." came out "Maybe... Maybe...", the second at
+    p=0.74 over the hangover; a speaker's second "no" is speech the VAD hears."""
+    def unsure(w: Word) -> bool:
+        return squeezed(w) or centre(w) >= silent_from
+
     kept_w: list[Word] = []
     kept_k: list[str] = []
     i = 0
     while i < len(words):
         before = (prefix + kept_k)[-2:]
         pair = keys[i : i + 2]
-        if len(pair) == 2 and pair == before and any(squeezed(w) for w in words[i : i + 2]):
+        if len(pair) == 2 and pair == before and any(unsure(w) for w in words[i : i + 2]):
             i += 2
             continue
         w, k = words[i], keys[i]
-        if k and before and k == before[-1] and (w.probability < ECHO_PROBABILITY or squeezed(w)):
+        if k and before and k == before[-1] and (w.probability < ECHO_PROBABILITY or unsure(w)):
             i += 1
             continue
         kept_w.append(w)

@@ -402,7 +402,8 @@ class StreamSession:
         if tail is not None:  # the window read again past an end decode's last word
             u.tail = None
             words, verdict = self.judge.accepted_words(req, result, win_end, tail[-1].end,
-                                                  u.buffer.committed + tail)
+                                                  u.buffer.committed + tail,
+                                                  self.judge.silent_from(u, win_end))
             # it was asked for the audio after them: what it places before their end is the
             # held sentence read again, however worded ("They all to take a little of this
             # Christmas spirit." held, then "They all took a little ..." squeezed there, en-05)
@@ -413,7 +414,8 @@ class StreamSession:
             self._commit(u, kind, result, tail + new, req.duration, win_end, unsure, busy_step)
             return
         words, verdict = self.judge.accepted_words(req, result, win_end, u.buffer.committed_end,
-                                              u.buffer.committed)
+                                              u.buffer.committed,
+                                              self.judge.silent_from(u, win_end))
         # a full window that would move past its audio with nothing committed, because the
         # guards cut what Whisper heard there, asks again too: audio is never skipped for a loop
         keep_from = win_end - self.opt.stall_keep_ms / 1000

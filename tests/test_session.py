@@ -763,6 +763,23 @@ def test_a_sure_echo_the_aligner_cannot_place_is_dropped():
     assert [w.word for w in s.judge.accepted_words(req, said, 45.95, 45.02)[0]] == [" Yummy."]
 
 
+def test_a_sure_echo_over_the_silence_the_vad_heard_after_the_speech_is_dropped():
+    """espeak's lone "Maybe." in real time: the utterance-end decode (1.14 s from 0.78 s) says
+    "Maybe... Maybe...", the second sure (p=0.74) and placed at 0.66-1.10 s, over the hangover
+    after the speech the VAD heard (to 1.50 s). The same echo inside the speech is kept: a
+    speaker's own "maybe, maybe"."""
+    s = StreamSession(StreamOptions(), energy_vad())
+    req = DecodeRequest(1, np.zeros(int(16000 * 1.14), np.float32), 0.78, careful=True,
+                        final=True)
+    r = DecodeResult((Word(" Maybe...", 0.0, 0.66, 0.55), Word(" Maybe...", 0.66, 1.10, 0.74)),
+                     "", 0.12, -0.3, 1.0)
+    kept = s.judge.accepted_words(req, r, 1.92, 0.0, silent_from=1.50)[0]
+    assert [w.word for w in kept] == [" Maybe..."]
+    said = s.judge.accepted_words(req, r, 1.92, 0.0, silent_from=1.95)[0]
+    assert [w.word for w in said] == [" Maybe...", " Maybe..."]
+    assert len(s.judge.accepted_words(req, r, 1.92, 0.0)[0]) == 2  # (not an utterance's end)
+
+
 def test_a_two_word_echo_the_aligner_cannot_place_is_dropped():
     """jfk in real time at some start offsets (the browser test saw it in CI): the utterance-end
     decode of "ask not" says "Ask not. Ask not.", the second "Ask" squeezed to no time at the
