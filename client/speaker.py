@@ -142,6 +142,7 @@ class _Speaker:
         self.t0 = time.monotonic()
         self.began_at = 0  # the sent bytes this connection began at
         self.why = "connection lost"  # what the next reconnect says of the drop
+        self.quitting = False  # the user quit (a second Ctrl-C): hang up, do not come back
 
     async def run(self) -> StreamResult:
         pump = asyncio.create_task(self._pump())
@@ -172,6 +173,7 @@ class _Speaker:
         if task in done:
             task.result()
             return
+        self.quitting = True
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
@@ -243,10 +245,11 @@ class _Speaker:
             sender.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sender
-            if outcome is Outcome.CLOSED:
+            if outcome in (Outcome.DROPPED, Outcome.BUSY) and not self.quitting:
+                ws.transport.abort()  # (it went: the next connection comes back to the stream)
+            else:  # done, or the user quits: a normal closure, which the server never waits on
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(ws.close(), 5)
-            else:
+                    await asyncio.wait_for(ws.close(), 5 if outcome is Outcome.CLOSED else 1)
                 ws.transport.abort()
         self.res.close_code, self.res.close_reason = ws.close_code, ws.close_reason or ""
         if outcome is Outcome.DROPPED and not ready.is_set() and ws.close_code in REFUSAL_CODES:
@@ -292,9 +295,9 @@ class _Speaker:
                 ready.set()
                 if again:
                     continue
+            elif isinstance(m, (wire.Final, wire.Partial)) and m.segment <= self.clock.seen:
+                continue  # (back in the same stream: the catch-up read that final already)
             elif isinstance(m, wire.Final):
-                if m.segment <= self.clock.seen:
-                    continue  # (back in the same stream: the catch-up read it from the channel)
                 self.clock.saw(m.segment)
             elif isinstance(m, wire.Closed):
                 unread = (self.sent - self.began_at) / self.bps - m.audio_seconds

@@ -215,7 +215,8 @@ class ListenConnection:
             elif not back.cancelled():
                 self._let_go = back.result()[1]  # (released in run(), even if cancelled here)
         if back.cancelled():
-            log.info("session=%s event=not_back after_s=%.0f", self.sid, grace)
+            if not self.stop_reading.is_set():
+                log.info("session=%s event=not_back after_s=%.0f", self.sid, grace)
             return False
         self._go_on(back.result()[0])
         return True
@@ -333,10 +334,11 @@ class ListenConnection:
                     return "too_many_errors"
 
     def _gone(self, code: int) -> str:
-        """The socket went without our ``close``. A normal closure (1000) hangs up on
-        purpose; any other (the page unloading, 1001; a link that died, 1006) may come back."""
+        """The socket went without our ``close``. A normal closure (1000) hangs up on purpose,
+        and a server restart (1012, its ASGI server's shutdown) ends the stream too; any other
+        (the page unloading, 1001; a link that died, 1005 or 1006) may come back."""
         self._detach()
-        self.may_come_back = code != 1000
+        self.may_come_back = code not in (1000, 1012)
         return "disconnected"
 
     async def _room(self) -> None:

@@ -169,7 +169,7 @@ def test_a_network_blip_while_speaking_loses_no_speech(live_server, browser, int
     wait_for(lambda: page.inner_text("[data-testid=status]") == "stopped", 30, "stopped",
              page=page)
     txt = httpx.get(f"{live_server.http}/v1/sessions/{sid}/transcript.txt").text
-    assert wer(references()["jfk.wav"], txt) <= 0.1, txt
+    assert wer(references()["jfk.wav"], txt) <= 0.15, txt
     # ... in one stream: the server held it open for the page to come back, so a word the drop
     # cut in two was heard whole (made final at the drop, a cut 4 s in gave "S NOT!" or "is
     # not...", and in CI "As for you can do for your country. As")

@@ -77,7 +77,9 @@ async def speak_with_a_drop(server, away_s: float, kw: dict) -> tuple[list, dict
             assert time.monotonic() < deadline, "the server never heard the first part"
         proxy.cut()
         if "other" in kw:  # another speaker, or this one with other parameters: not let in
-            await asyncio.sleep(0.3)
+            live = server.app.state.live
+            while not any(c.sid == sid and c.waiting for c in live):  # (the drop is seen)
+                await asyncio.sleep(0.02)
             async with websockets.connect(f"{server.url}/v1/listen?{kw['other']}&session={sid}"
                                           ) as o:
                 kw["answer"] = json.loads(await o.recv())
@@ -118,12 +120,13 @@ def test_a_speaker_back_within_the_grace_goes_on_in_the_same_stream(live_server)
 
 
 @pytest.mark.timeout(120)
-def test_a_speaker_not_back_within_the_grace_has_its_last_words_made_final():
+def test_a_speaker_not_back_within_the_grace_has_its_last_words_made_final(live_server):
     """Nobody comes back (a speaker asking for other parameters is not let in: it would
     decode the rest differently): the stream ends ``rejoin_grace_s`` after the drop, its last
     words final; the next speaker of the session starts after them."""
     kw: dict = {"other": "sample_rate=8000"}
-    with LiveServer(ServerConfig(rejoin_grace_s=1.0)) as server:
+    with LiveServer(ServerConfig(rejoin_grace_s=1.0), engine=live_server.app.state.engine
+                    ) as server:
         _, ch, begins = asyncio.run(speak_with_a_drop(server, 3.0, kw))
     assert kw["answer"]["type"] == "error" and kw["answer"]["code"] == "session_taken"
     # the dropped stream ended at the cut ("ask" cut in two, as any end cuts it), and the
@@ -135,20 +138,46 @@ def test_a_speaker_not_back_within_the_grace_has_its_last_words_made_final():
     assert text.startswith("and so my fellow americans") and "country" in text, ch["text"]
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(90)
 def test_a_speaker_that_hangs_up_is_not_waited_for(live_server):
     """A close frame with 1000 (not our ``close``, but on purpose) ends the stream at once:
     its last words are final now, not ``rejoin_grace_s`` later."""
-    async def go() -> dict:
-        async with websockets.connect(f"{live_server.url}/v1/listen") as ws:
+    async def go(server) -> dict:  # type: ignore[no-untyped-def]
+        async with websockets.connect(f"{server.url}/v1/listen") as ws:
             sid = json.loads(await ws.recv())["session"]
             await ws.send(s16(load16k("jfk.wav")[: 3 * 16000]))
             await asyncio.sleep(0.5)
-        deadline = time.monotonic() + 5  # (the grace is 10 s)
-        while (ch := channel(live_server, sid))["live"]:
+        deadline = time.monotonic() + 30  # (the grace is 60 s)
+        while (ch := channel(server, sid))["live"]:
             assert time.monotonic() < deadline, "the hung-up stream was waited for"
             await asyncio.sleep(0.1)
         return ch
 
-    ch = asyncio.run(go())
+    with LiveServer(ServerConfig(rejoin_grace_s=60.0), engine=live_server.app.state.engine
+                    ) as server:
+        ch = asyncio.run(go(server))
     assert "americans" in " ".join(normalize(ch["text"])), ch
+
+
+def test_a_connection_s_events_count_from_its_start():
+    """Every timed event a speaker gets, moved to a connection that began 3.6 s into the
+    stream (what began before it is below 0); untimed ones unchanged."""
+    from whisperwire.server.hub import on_connection_clock
+
+    w = wire.Word(" ask", 3.3, 3.9, 0.9)
+    at = 3.6
+    f = on_connection_clock(wire.Final(4, " Ask not.", 3.3, 4.5, (w,), eou=True), at)
+    assert (f.start, f.end, f.words[0].start, f.words[0].end) == pytest.approx(
+        (-0.3, 0.9, -0.3, 0.3))
+    assert f.segment == 4 and f.text == " Ask not." and f.eou
+    p = on_connection_clock(wire.Partial(5, " what", 4.5, 5.0), at)
+    assert (p.start, p.end) == pytest.approx((0.9, 1.4))
+    assert on_connection_clock(wire.UtteranceEnd(6.0), at).end == pytest.approx(2.4)
+    assert on_connection_clock(wire.Language("en", 0.9, 1.0), at).start == pytest.approx(-2.6)
+    assert on_connection_clock(wire.Status(11.5, 0.4, 0.1), at).audio_seconds == \
+        pytest.approx(7.9)
+    assert on_connection_clock(wire.Closed("client_close", 11.5), at).audio_seconds == \
+        pytest.approx(7.9)
+    err = wire.Error("bad_json", "x")
+    assert on_connection_clock(err, at) is err
+    assert on_connection_clock(f, 0.0) is f

@@ -158,8 +158,8 @@ function onSpeakerMessage(m, ws, started) {
  * dropped connection's last audio that only the channel has (`transcript.json`; back within
  * the server's rejoin grace, the same stream goes on and made those it decoded meanwhile):
  * shown once, before the new connection's, when the channel is the same life of the id
- * (`instance`); a
- * restarted server's new channel numbers its finals from 0 again, so the count starts over. */
+ * (`instance`); a restarted server's new channel numbers its finals from 0 again, so the count
+ * starts over. */
 async function catchUp(session, again) {
   const ws = state.live;
   state.caught = [];
@@ -172,7 +172,8 @@ async function catchUp(session, again) {
   } catch { tr = null; }
   if (state.live !== ws) return;  // the connection went meanwhile, or the page stopped
   const sentOld = state.sentOnConn / BYTES_PER_S;  // audio the dropped connection sent
-  if (again && tr && state.instance && tr.instance === state.instance) {
+  const same = again && tr && state.instance && tr.instance === state.instance;
+  if (same) {
     for (const f of tr.finals) if (state.segments.isNewFinal(f)) appendFinal(f);
     // what was in flight when it dropped: sent, never heard
     if (state.connOffset !== null) sayAgain(sentOld - (tr.offset - state.connOffset));
@@ -187,7 +188,12 @@ async function catchUp(session, again) {
   state.sentOnConn = 0; state.lastEnd = null;
   const held = state.caught;
   state.caught = null;
-  for (const m of held) showCaption(m);
+  const last = state.segments.last;
+  for (const m of held) {
+    // back in the same stream, it may have said meanwhile what the channel just gave
+    if (same && (m.type === "final" || m.type === "partial") && m.segment <= last) continue;
+    showCaption(m);
+  }
   if (state.stopping && ws.readyState === WebSocket.OPEN) finish(ws);
   else sendAudio(null);
 }
