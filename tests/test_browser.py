@@ -42,8 +42,12 @@ def test_page_speaker_viewer_and_downloads(live_server, browser):
     text = page.inner_text("[data-testid=finals]")
     assert wer(ref, text) <= 0.15, text
     assert page.inner_text("[data-testid=status]") == "live"
+    # a live session's language and task are those it started with (a reconnect asks for the
+    # same, so the server's held stream takes it back): the menus are locked until Stop
+    assert page.is_disabled("#language") and page.is_disabled("#task")
     page.click("[data-testid=stop]")
     wait_for(lambda: page.inner_text("[data-testid=status]") == "stopped", 30, "the page to stop")
+    assert page.is_enabled("#language") and page.is_enabled("#task")
     final_text = page.inner_text("[data-testid=finals]")
     # the viewer page shows the same finals
     wait_for(lambda: viewer.inner_text("[data-testid=finals]").split() == final_text.split(), 30,

@@ -219,9 +219,12 @@ function sayAgain(seconds) {
 
 function connectSpeaker() {
   setStatus("connecting", "connecting");
+  // what Start asked for, kept for every reconnect: a stream the server holds for the page
+  // after a drop takes it back only with the same (and the menus are locked while live)
+  const asked = { language: $("language").value, task: $("task").value };
   state.link = follow({
     url: () => wire.wsUrl(wire.LISTEN_PATH, { sample_rate: 16000, encoding: "pcm_s16le",
-      language: $("language").value, task: $("task").value, session: state.session, token }),
+      ...asked, session: state.session, token }),
     tries: SPEAKER_TRIES,
     onMessage: onSpeakerMessage,
     onRefused: (err, code, attempt) => {
@@ -246,15 +249,22 @@ function connectSpeaker() {
   });
 }
 
+/** The controls that choose a session's parameters, locked from Start until it ends. */
+function lockChoices(locked) {
+  for (const id of ["language", "task"]) $(id).disabled = locked;
+}
+
 async function start() {
   $("start").disabled = true;
+  lockChoices(true);
   state.joined = false;
   try {
     state.stream = await navigator.mediaDevices.getUserMedia({
       // browser DSP (noise suppression, AGC) distorts speech more than Whisper minds noise
       audio: { channelCount: 1, echoCancellation: false, noiseSuppression: false, autoGainControl: false } });
   } catch (e) {
-    say(`No microphone: ${e.message}`); setStatus("no microphone", "error"); $("start").disabled = false; return;
+    say(`No microphone: ${e.message}`); setStatus("no microphone", "error");
+    $("start").disabled = false; lockChoices(false); return;
   }
   state.ctx = new AudioContext();
   await state.ctx.audioWorklet.addModule("worklet.js");
@@ -349,6 +359,7 @@ function releaseMic() {
   state.sent = []; state.sentBytes = 0; state.sentOnConn = 0;
   $("start").disabled = false;
   $("stop").disabled = true;
+  lockChoices(false);
 }
 
 function watch(session) {
