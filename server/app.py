@@ -188,6 +188,7 @@ class WhisperWire:
             try:
                 await back.rejoin(ws)
             except ClientError as exc:  # it stopped waiting meanwhile (its grace ran out)
+                self.metrics.errors.labels(exc.code).inc()
                 await _refuse(ws, exc, accepted=True)
             return
         try:

@@ -217,7 +217,9 @@ class ListenConnection:
         if back.cancelled():
             if not self.stop_reading.is_set():
                 log.info("session=%s event=not_back after_s=%.0f", self.sid, grace)
+                self.metrics.rejoins.labels("not_back").inc()
             return False
+        self.metrics.rejoins.labels("back").inc()
         self._go_on(back.result()[0])
         return True
 

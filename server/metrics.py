@@ -66,6 +66,9 @@ class Metrics:
             buckets=(0.5, 1, 2, 3, 5, 10, 20, 30, 60), registry=r)
         self.errors = Counter("whisperwire_errors", "Error events sent, by code", ["code"],
                               registry=r)
+        self.rejoins = Counter(
+            "whisperwire_rejoins", "Dropped speakers' streams held for them: back in time, or "
+            "not (their last words then made final)", ["outcome"], registry=r)
         r.register(_EngineCollector(engine))  # type: ignore[arg-type]
         engine.observers.append(self._batch)
         self.labels: dict[str, str] = {}

@@ -97,10 +97,20 @@ async def speak_with_a_drop(server, away_s: float, kw: dict) -> tuple[list, dict
         proxy.close()
 
 
+def rejoins(server) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    with urllib.request.urlopen(f"{server.http}/metrics") as r:
+        lines = r.read().decode().splitlines()
+    return {o: sum(float(ln.rsplit(" ", 1)[1]) for ln in lines
+                   if ln.startswith(f'whisperwire_rejoins_total{{outcome="{o}"}}'))
+            for o in ("back", "not_back")}
+
+
 @pytest.mark.timeout(120)
 def test_a_speaker_back_within_the_grace_goes_on_in_the_same_stream(live_server):
     kw: dict = {}
+    before = rejoins(live_server)
     msgs, ch, begins = asyncio.run(speak_with_a_drop(live_server, 1.5, kw))
+    assert rejoins(live_server)["back"] == before["back"] + 1
     text = " ".join(normalize(ch["text"]))
     assert "ask not what your country" in text, ch["text"]
     assert wer(references()["jfk.wav"], ch["text"]) <= 0.1, ch["text"]
@@ -128,6 +138,7 @@ def test_a_speaker_not_back_within_the_grace_has_its_last_words_made_final(live_
     with LiveServer(ServerConfig(rejoin_grace_s=1.0), engine=live_server.app.state.engine
                     ) as server:
         _, ch, begins = asyncio.run(speak_with_a_drop(server, 3.0, kw))
+        assert rejoins(server) == {"back": 0, "not_back": 1}
     assert kw["answer"]["type"] == "error" and kw["answer"]["code"] == "session_taken"
     # the dropped stream ended at the cut ("ask" cut in two, as any end cuts it), and the
     # next speaker's words follow it
