@@ -101,8 +101,14 @@ def test_a_restarted_server_gets_again_what_the_old_one_had_not_made_final(live_
             page.click("[data-testid=stop]")
             wait_for(lambda: page.inner_text("[data-testid=status]") == "stopped", 30,
                      "stopped", page=page)
+            # "ask not" is there: before, it was lost. The new server hears the resent audio
+            # from the end of the last final with none before it, and tiny.en then often
+            # hears "ask" as "S" or "as" (replayed from 2.2 to 3.2 s into jfk: 5 of 5 starts)
+            # and the next "ask what" as "as for" (CI, once in six runs)
+            text = " ".join(normalize(finals()))
+            assert "not what your country" in text, finals()
             ref = normalize(references()["jfk.wav"])
-            assert longest_missing(ref, normalize(finals())) <= 1, finals()
+            assert longest_missing(ref, normalize(finals())) <= 2, finals()
         finally:
             page.close()
             proxy.close()
