@@ -80,10 +80,15 @@ def test_a_restarted_server_gets_again_what_the_old_one_had_not_made_final(live_
     while disconnected went, and "ask not" was lost."""
     from tcp_proxy import CuttableProxy
     from conftest import LiveServer
+    from whisperwire.server.app import ServerConfig
     from whisperwire.server.wer import longest_missing
 
-    with LiveServer(engine=live_server.app.state.engine) as restarted:
-        proxy = CuttableProxy(int(live_server.url.rsplit(":", 1)[1]))
+    # the old server is gone: its dropped stream is not held for a return (held, it would
+    # end 10 s later on the engine both share, its last decodes making the new server's busy)
+    engine = live_server.app.state.engine
+    with LiveServer(ServerConfig(rejoin_grace_s=0), engine=engine) as old, \
+            LiveServer(engine=engine) as restarted:
+        proxy = CuttableProxy(int(old.url.rsplit(":", 1)[1]))
         page = browser.new_page()
         try:
             page.goto(proxy.http + "/?session=restart")
@@ -101,14 +106,8 @@ def test_a_restarted_server_gets_again_what_the_old_one_had_not_made_final(live_
             page.click("[data-testid=stop]")
             wait_for(lambda: page.inner_text("[data-testid=status]") == "stopped", 30,
                      "stopped", page=page)
-            # "ask not" is there: before, it was lost. The new server hears the resent audio
-            # from the end of the last final with none before it, and tiny.en then often
-            # hears "ask" as "S" or "as" (replayed from 2.2 to 3.2 s into jfk: 5 of 5 starts)
-            # and the next "ask what" as "as for" (CI, once in six runs)
-            text = " ".join(normalize(finals()))
-            assert "not what your country" in text, finals()
             ref = normalize(references()["jfk.wav"])
-            assert longest_missing(ref, normalize(finals())) <= 2, finals()
+            assert longest_missing(ref, normalize(finals())) <= 1, finals()
         finally:
             page.close()
             proxy.close()
