@@ -147,10 +147,8 @@ class WhisperWire:
         token = token_from(ws.headers, ws.query_params)
         return self.admit(token, lambda: wire.ListenParams.from_query(ws.query_params))
 
-    def admit(self, token: str | None, parse: Callable[[], wire.ListenParams]
-              ) -> tuple[wire.ListenParams, Transcript]:
-        """Any API's speaker: its token, then room, then its parameters (``parse`` raises
-        ClientError for bad ones); the channel it opens, or ClientError saying why not."""
+    def may_speak(self, token: str | None) -> None:
+        """A speaker's token, and a server that serves: ClientError saying why not."""
         if not self.config.auth.can_speak(token):
             raise ClientError("unauthorized", "a valid speak token is required")
         if self.draining.is_set():
@@ -158,6 +156,12 @@ class WhisperWire:
         problem = self.unready()
         if problem is not None:
             raise ClientError("not_ready", problem)
+
+    def admit(self, token: str | None, parse: Callable[[], wire.ListenParams]
+              ) -> tuple[wire.ListenParams, Transcript]:
+        """Any API's speaker: its token, then room, then its parameters (``parse`` raises
+        ClientError for bad ones); the channel it opens, or ClientError saying why not."""
+        self.may_speak(token)
         if self.hub.live_count >= self.config.max_sessions:
             raise ClientError("server_full",
                               f"all {self.config.max_sessions} sessions are in use")
@@ -207,15 +211,14 @@ class WhisperWire:
         or refused, as any speaker). Before the room check: a full server takes it back."""
         sid = ws.query_params.get("session")
         waiting = [c for c in self.live if sid and c.sid == sid and c.waiting]
-        if not waiting or self.draining.is_set():
+        if not waiting:
             return None
         try:
             self.check_origin(ws)
+            self.may_speak(token_from(ws.headers, ws.query_params))
             params = wire.ListenParams.from_query(ws.query_params)
         except ClientError:
             return None  # (admitting it says why not)
-        if not self.config.auth.can_speak(token_from(ws.headers, ws.query_params)):
-            return None
         return next((c for c in waiting if c.same_stream(params)), None)
 
     async def speak(self, conn: ListenConnection) -> None:

@@ -17,7 +17,7 @@ from .rereads import (REREAD_UNITS, centre, drop_unsure_echoes, heard_again, loo
 from .stream_options import StreamOptions
 from .text import is_unspaced
 from .text import split_units as text_units
-from .utterance import Kind, Run
+from .utterance import EndMark, Kind, Run
 from .wire import Word
 
 __all__ = ["Judge", "Verdict"]
@@ -35,6 +35,11 @@ def held_words(u: Run) -> list[Word]:
     """The window's previous hypothesis past the committed point: what a careful decode that
     jumps leaves out (:meth:`Judge.skips`, ``jumped_over``)."""
     return [w for w in u.buffer.pending if w.start >= u.buffer.committed_end - 0.05]
+
+
+def end_mark(u: Run, win_end: float) -> EndMark | None:
+    """The utterance end the VAD called where a window ends, if it ends at one."""
+    return u.ends.get(int(round(win_end * MODEL_RATE)))
 
 
 class Judge:
@@ -99,7 +104,7 @@ class Judge:
         nor when the window holds words of an earlier utterance not final yet: a backlog's
         end decode, a phrase held for the language joined by the next.)"""
         o = self.opt
-        mark = u.ends.get(int(round(win_end * MODEL_RATE)))
+        mark = end_mark(u, win_end)
         if mark is None:
             return False  # (not an utterance's end: a pause or finalize)
         start = mark.began / MODEL_RATE
@@ -141,7 +146,7 @@ class Judge:
     def silent_from(self, u: Run, win_end: float) -> float:
         """Where the VAD heard the speech stop, when the window ends at an utterance's end
         (the hangover's silence follows); else never."""
-        mark = u.ends.get(int(round(win_end * MODEL_RATE)))
+        mark = end_mark(u, win_end)
         return float("inf") if mark is None else mark.spoken_to / MODEL_RATE
 
     def accepted_words(self, req: DecodeRequest, r: DecodeResult, win_end: float,
