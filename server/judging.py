@@ -137,11 +137,16 @@ class Judge:
     def says_no_speech(self, r: DecodeResult) -> bool:
         """Whisper itself says the window holds no speech."""
         o = self.opt
+        if o.sure_no_speech and r.no_speech_prob > o.sure_no_speech:
+            return True
         return r.no_speech_prob > o.no_speech_threshold and (
             r.avg_logprob < o.logprob_threshold
             # beam search can make a hallucination on noise ("you") look likely as a whole;
             # its words stay unlikely one by one
-            or bool(r.words and max(w.probability for w in r.words) < 0.5))
+            or bool(r.words and max(w.probability for w in r.words) < 0.5)
+            # a tone heard as a loop ("Beep Beep Beep...", "F- F- F-...", no-speech 0.74-0.85):
+            # likely words, each the last one again
+            or self.degenerate(r))
 
     def silent_from(self, u: Run, win_end: float) -> float:
         """Where the VAD heard the speech stop, when the window ends at an utterance's end

@@ -144,6 +144,31 @@ def test_silence_then_noise_gives_no_words(live_server):
     assert res.of_type(wire.Closed)[0].audio_seconds == pytest.approx(120, abs=0.1)
 
 
+def beeps_and_tones() -> np.ndarray:
+    """What a meeting's microphone hears between words: a phone's or an app's beeps, a
+    test tone, a whistle. Offline (faster-whisper, beam 5) tiny.en writes nothing for any."""
+    t = np.arange(16000 * 4) / 16000
+    ramp = np.minimum(1, np.minimum(t, t[::-1]) * 100)  # 10 ms fades: no clicks
+
+    def tone(hz: float, seconds: float) -> np.ndarray:
+        n = int(16000 * seconds)
+        return (0.3 * np.sin(2 * np.pi * hz * t[:n]) * np.minimum(ramp[:n], ramp[:n][::-1]))
+
+    gap = np.zeros(16000, np.float32)
+    beeps = np.concatenate([np.concatenate([tone(880, 0.3), np.zeros(11200)]) for _ in range(8)])
+    return np.concatenate([gap, beeps, gap, tone(440, 4), gap, tone(1000, 4), gap, gap]
+                          ).astype(np.float32)
+
+
+def test_beeps_and_tones_give_no_words(live_server):
+    """Whisper hears tones as "Beep beep", "F- F- F-" or "No, no, no" while it says, with a
+    no-speech probability of 0.75-0.97, that they hold no speech: in real time those were
+    partials and, on some draws, finals ("beep beep", "No,")."""
+    res = stream(live_server, s16(beeps_and_tones()), speed=1.0)
+    texts = [m.text for _, _, m in res.messages if isinstance(m, (wire.Partial, wire.Final))]
+    assert not any(t.strip() for t in texts), texts
+
+
 @pytest.mark.parametrize("word", ["Hello.", "Maybe."])
 def test_a_lone_one_word_answer_is_said_once(live_server, word):
     """One word between silences, as an answer to a question. tiny.en doubts espeak's

@@ -676,8 +676,25 @@ def test_a_likely_looking_hallucination_on_noise_is_dropped():
     req = DecodeRequest(1, np.zeros(32000, np.float32), 0.0, careful=True, final=True)
     r = DecodeResult((Word(" you", 0.5, 0.9, 0.3),), "you", 0.85, -0.4, 1.0)
     assert s.judge.accepted_words(req, r, 2.0, 0.0)[0] == []
-    sure = DecodeResult((Word(" yes", 0.5, 0.9, 0.9),), "yes", 0.85, -0.4, 1.0)
+    sure = DecodeResult((Word(" yes", 0.5, 0.9, 0.9),), "yes", 0.7, -0.4, 1.0)
     assert [w.word for w in s.judge.accepted_words(req, sure, 2.0, 0.0)[0]] == [" yes"]
+
+
+def test_what_whisper_is_all_but_sure_is_no_speech_gives_no_words():
+    """Beeps: Whisper writes "beep beep", sure of each word and of the text as a whole, and
+    says no speech at 0.87-0.97. A tone: it loops ("Beep Beep Beep ...", compression ratio
+    over 2.4) and says no speech at 0.76. Neither is speech; a sure word at 0.7 still is."""
+    s = StreamSession(StreamOptions(), energy_vad())
+    req = DecodeRequest(1, np.zeros(32000, np.float32), 0.0, careful=True, final=True)
+    beeps = DecodeResult((Word(" beep", 0.5, 0.9, 0.83), Word(" beep.", 1.0, 1.4, 0.93)),
+                         "beep beep.", 0.87, -0.3, 1.0)
+    assert s.judge.accepted_words(req, beeps, 2.0, 0.0)[0] == []
+    loop = tuple(Word(" Beep", 0.1 * i, 0.1 * i + 0.1, 0.95) for i in range(13))
+    tone = DecodeResult(loop, " Beep" * 13, 0.76, -0.22, 4.3)
+    assert s.judge.accepted_words(req, tone, 2.0, 0.0)[0] == []
+    assert s.judge.accepted_words(req, replace(tone, no_speech_prob=0.3), 2.0, 0.0)[0] != []
+    off = StreamSession(StreamOptions(sure_no_speech=0), energy_vad())
+    assert off.judge.accepted_words(req, beeps, 2.0, 0.0)[0] != []
 
 
 class WordRereadingDecoder(ScriptedDecoder):
