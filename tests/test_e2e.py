@@ -169,6 +169,26 @@ def test_beeps_and_tones_give_no_words(live_server):
     assert not any(t.strip() for t in texts), texts
 
 
+def test_tones_right_after_speech_add_no_words(live_server):
+    """A tone 0.3 s after the speaker stops, and a chord after it: both joined the speech's
+    window, and its end decodes wrote "F***." and "Beep Beep" after "your country." (replayed
+    in real time, at three start offsets each); offline decoding writes nothing there."""
+    t = np.arange(16000 * 4) / 16000
+    fade = np.minimum(1, np.minimum(t, t[::-1]) * 100)
+    tone = 0.3 * np.sin(2 * np.pi * 1000 * t) * fade
+    chord = 0.1 * sum(np.sin(2 * np.pi * f * t) for f in (261.6, 329.6, 392.0, 523.3)) * fade
+    x = np.concatenate([load16k("jfk.wav"), np.zeros(4800), tone, np.zeros(16000), chord,
+                        np.zeros(32000)]).astype(np.float32)
+    res = stream(live_server, s16(x), speed=1.0)
+    check_finals_well_formed(res)
+    assert wer(references()["jfk.wav"], res.text) <= JFK_BOUND, res.text
+    assert normalize(res.text)[-2:] == ["your", "country"], res.text
+    said = [m for _, _, m in res.messages
+            if isinstance(m, (wire.Partial, wire.Final)) and m.text.strip()]
+    last = max(i for i, m in enumerate(said) if isinstance(m, wire.Final))
+    assert said[last + 1:] == [], said[last + 1:]  # no partial after "your country." either
+
+
 @pytest.mark.parametrize("word", ["Hello.", "Maybe."])
 def test_a_lone_one_word_answer_is_said_once(live_server, word):
     """One word between silences, as an answer to a question. tiny.en doubts espeak's

@@ -46,10 +46,11 @@ def real() -> VadSegmenter:
 
 
 def test_scripted_onset_preroll_and_hangover():
-    # frames are "speech" where the scripted pattern says so; energy gate off (loud frames)
+    # frames are "speech" where the scripted pattern says so; energy and tone gates off (loud
+    # frames of one value)
     pattern = [0] * 20 + [1] * 30 + [0] * 30
     frames = iter(pattern)
-    opt = VadOptions(energy_margin_db=-100, min_energy_db=-200)
+    opt = VadOptions(energy_margin_db=-100, min_energy_db=-200, tone_peaks=0)
     seg = VadSegmenter(opt, lambda f: bool(next(frames)))
     x = np.full(N * len(pattern), 0.1, np.float32)
     ev = run(seg, x, chunk=777, flush=False)
@@ -87,6 +88,68 @@ def test_steady_noise_and_tone_give_at_most_their_onset():
         assert len(s) <= 1 and all(b - a < 3.0 for a, b in s)
 
 
+SR = 16000
+
+
+def tone(hz: float | list[float], seconds: float, level: float = 0.3) -> np.ndarray:
+    """Pure tones summed, with 10 ms fades."""
+    t = np.arange(int(SR * seconds)) / SR
+    x = sum(np.sin(2 * np.pi * f * t) for f in np.atleast_1d(hz)) * level / len(np.atleast_1d(hz))
+    fade = np.minimum(1, np.minimum(t, t[::-1]) * 100)
+    return (x * fade).astype(np.float32)
+
+
+def gap(seconds: float) -> np.ndarray:
+    return np.zeros(int(SR * seconds), np.float32)
+
+
+TONAL = {
+    "beeps": np.concatenate([np.concatenate([tone(880, 0.3), gap(0.7)]) for _ in range(6)]),
+    "tone": tone(1000, 4),
+    "dtmf": np.concatenate([np.concatenate([tone(pair, 0.2), gap(0.15)]) for pair in
+                            [(697, 1209), (770, 1336), (852, 1477), (941, 1336)] * 3]),
+    "ring": np.concatenate([tone([440, 480], 2), gap(2), tone([440, 480], 2)]),
+    "chord": tone([261.6, 329.6, 392.0, 523.3], 5),
+    "siren": (0.3 * np.sin(2 * np.pi * np.cumsum(
+        700 + 300 * np.sin(2 * np.pi * 0.8 * np.arange(SR * 5) / SR)) / SR)).astype(np.float32),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TONAL))
+def test_beeps_tones_and_chords_open_no_utterance(name):
+    """webrtcvad calls all of these speech (each opened one utterance or more before, the
+    beeps one per beep), and Whisper wrote words for them that offline decoding does not."""
+    x = np.concatenate([gap(1), TONAL[name], gap(1)])
+    assert spans(run(real(), x)) == []
+    off = VadOptions(tone_peaks=0)
+    assert spans(run(VadSegmenter(off, webrtc_classifier(off.aggressiveness)), x)) != []
+
+
+def test_speech_next_to_beeps_keeps_its_own_bounds():
+    """A beep just before speech does not start its utterance early, and beeps just after it
+    end the utterance within the tone check and the hangover, not at the last beep."""
+    speech = load16k("jfk.wav")[: 3 * SR]  # "And so my fellow Americans", then a pause
+    quiet = spans(run(real(), np.concatenate([gap(1), speech])))
+    assert spans(run(real(), np.concatenate([TONAL["beeps"][:SR], speech]))) == quiet
+    alone = spans(run(real(), speech))
+    beeps = TONAL["beeps"]
+    after = spans(run(real(), np.concatenate([speech, gap(0.2), beeps, gap(1)])))
+    assert len(after) == len(alone) and after[:-1] == alone[:-1]
+    assert after[-1][1] <= 3.2 + 0.3 + 0.5 + 0.1
+
+
+@pytest.mark.parametrize("name", ["jfk.wav", "LJ001-0001.wav", "real/en-04.wav",
+                                  "real/en-06.wav", "zh/zh-01.wav"])
+def test_the_tone_check_moves_no_bound_of_real_speech(name):
+    """The rule's risk is speech: a hesitant reader (en-04) has frames with as few peaks as
+    a chord, in runs of up to 6. Every event of these files is what it was without it."""
+    x = load16k(name)
+    off = VadOptions(tone_peaks=0)
+    without = [e for e in run(VadSegmenter(off, webrtc_classifier(off.aggressiveness)), x)
+               if not isinstance(e, SpeechAudio)]
+    assert [e for e in run(real(), x) if not isinstance(e, SpeechAudio)] == without
+
+
 def test_espeak_speech_between_silences():
     speech = espeak("The quick brown fox jumps over the lazy dog.")
     pad = np.zeros(16000 * 2, np.float32)
@@ -120,7 +183,7 @@ def test_flush_says_where_speech_stopped_before_trailing_silence():
     # speech, then fewer silent frames than the hangover, then the stream ends mid-frame
     pattern = [1] * 10 + [0] * 4 + [0]
     frames = iter(pattern)
-    seg = VadSegmenter(VadOptions(energy_margin_db=-100, min_energy_db=-200),
+    seg = VadSegmenter(VadOptions(energy_margin_db=-100, min_energy_db=-200, tone_peaks=0),
                        lambda f: bool(next(frames)))
     x = np.full(N * 14 + 100, 0.1, np.float32)
     ev = run(seg, x, chunk=500)
@@ -134,7 +197,7 @@ def test_a_pause_is_reported_before_the_hangover_and_confirmed_or_spoken_past(pa
     """``SpeechPause`` after ``pause_ms`` of non-speech lets the session start an end decode
     early; ``SpeechResume`` says the pause was no end; the ``SpeechEnd`` that closes the same
     silence names the pause it confirms. ``pause_ms=0``: none of it."""
-    opt = VadOptions(energy_margin_db=-100, min_energy_db=-200, pause_ms=pause_ms)
+    opt = VadOptions(energy_margin_db=-100, min_energy_db=-200, tone_peaks=0, pause_ms=pause_ms)
     pause, hang = pause_ms // 30, opt.hangover_ms // 30
     # speech; a silence longer than the pause but shorter than the hangover; speech; silence
     pattern = [0] * 5 + [1] * 20 + [0] * (pause + 2) + [1] * 10 + [0] * (hang + 5)
