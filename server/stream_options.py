@@ -157,7 +157,8 @@ class StreamOptions:
     # this: on beeps it writes "beep beep" (p 0.9) or "No, no, no" at 0.85-0.97, which its
     # likelihood rule (``logprob_threshold``) lets through in windows shorter than its 30 s.
     # Speech seen: real/ and LJ with tiny.en at most 0.57 where Whisper trusts its words
-    # (0.82 where it does not), zh/ with base at most 0.64 (replayed, every decode). 0: never.
+    # (0.82 where it does not), zh/ with base at most 0.64 (replayed, every decode; other
+    # models are unmeasured). 0: never.
     sure_no_speech: float = 0.8
 
     def samples(self, ms: int) -> int:

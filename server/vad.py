@@ -50,10 +50,13 @@ class VadOptions:
     floor_window_ms: int = 1500
     min_energy_db: float = -55.0  # frames quieter than this (dBFS) are never speech
     # a frame whose spectrum has at most this many peaks is tonal (0: no check; see
-    # :func:`spectral_peaks`): tonal frames alone never open an utterance, and this many in a
-    # row end what they are in (speech has runs of at most 6, a beep 10 or more)
+    # :func:`spectral_peaks`; 30 ms frames only: a shorter window cannot resolve a low voice's
+    # harmonics). Tonal frames alone never open an utterance; once the last ``tone_ms`` of
+    # frames webrtcvad called speech were all tonal, they and everything since the last
+    # frame of speech count as silence, and the hangover ends the utterance (speech had runs
+    # of at most 180 ms on real/, a beep lasts 300 ms, a ring or a tone seconds)
     tone_peaks: int = 4
-    tone_frames: int = 8
+    tone_ms: int = 240
 
     def __post_init__(self) -> None:
         if self.frame_ms not in (10, 20, 30):
@@ -110,7 +113,7 @@ _WINDOWS: dict[int, np.ndarray] = {}
 
 
 def spectral_peaks(frame: np.ndarray, range_db: float = 25.0) -> int:
-    """How many peaks the frame's spectrum (80 Hz to 8 kHz, pre-emphasised) has within
+    """How many peaks the frame's spectrum (60 Hz to 8 kHz, pre-emphasised) has within
     ``range_db`` of its strongest: voiced speech is a comb of harmonics shaped by formants,
     and fricatives are broadband, while a beep, a ring, a dial tone, a chord or a whistle is a
     few pure lines. webrtcvad calls all of them speech, and Whisper writes "Beep beep", "F***."
@@ -124,7 +127,7 @@ def spectral_peaks(frame: np.ndarray, range_db: float = 25.0) -> int:
     if w is None:
         w = _WINDOWS[len(x)] = np.hanning(len(x))
     p = np.abs(np.fft.rfft(x * w, _FFT)) ** 2
-    lo, hi = 80 * _FFT // MODEL_RATE, 8000 * _FFT // MODEL_RATE
+    lo, hi = 2 * _FFT // 512, 256 * _FFT // 512  # 62.5 Hz and 8 kHz (31.25 Hz bins)
     p = p[lo : hi + 1]
     floor = p.max() * 10 ** (-range_db / 10)
     mid = p[1:-1]
@@ -156,7 +159,8 @@ class VadSegmenter:
         self._recent: deque[bool] = deque(maxlen=options.onset_window)
         self._recent_tonal: deque[bool] = deque(maxlen=options.onset_window)
         # whether each of the last frames webrtcvad called speech was tonal
-        self._voiced_tonal: deque[bool] = deque(maxlen=max(1, options.tone_frames))
+        self._voiced_tonal: deque[bool] = deque(maxlen=max(1, options.tone_ms // options.frame_ms))
+        self._voice_end = 0  # one past the last frame heard as speech that was not tonal
         self._energies: deque[float] = deque(
             maxlen=max(1, options.floor_window_ms // options.frame_ms)
         )
@@ -204,7 +208,8 @@ class VadSegmenter:
         return bool(self._classify(pcm))
 
     def _tonal(self, frame: np.ndarray) -> bool:
-        return 0 < self.opt.tone_peaks >= spectral_peaks(frame)
+        o = self.opt
+        return o.frame_ms == 30 and 0 < o.tone_peaks >= spectral_peaks(frame)
 
     def _frame(self, frame: np.ndarray, pos: int) -> list[VadEvent]:
         speech = self.is_speech_frame(frame)
@@ -222,6 +227,7 @@ class VadSegmenter:
                 return []
             self.in_speech = True
             self._silent_run = 0
+            self._voice_end = pos + self._n
             pre = np.concatenate(list(self._pre))
             start = pos + self._n - len(pre)
             self._pre.clear()
@@ -229,18 +235,23 @@ class VadSegmenter:
             self._recent_tonal.clear()
             return [SpeechStart(start), SpeechAudio(start, pre)]
         out: list[VadEvent] = [SpeechAudio(pos, frame)]
-        speech = speech and not tone
-        self._silent_run = 0 if speech else self._silent_run + 1
+        if speech and not tonal:
+            self._voice_end = pos + self._n
+        if tone:  # a tone, not a voice: silent since the last frame of speech
+            speech = False
+            self._silent_run = (pos + self._n - self._voice_end) // self._n
+        else:
+            self._silent_run = 0 if speech else self._silent_run + 1
         if speech and self._paused_at is not None:
             self._paused_at = None
             out.append(SpeechResume(pos))
-        elif not speech and 0 < self._pause == self._silent_run < self._hang:
+        elif not speech and self._paused_at is None and 0 < self._pause <= self._silent_run < self._hang:
             self._paused_at = pos + self._n
             out.append(SpeechPause(self._paused_at))
         if self._silent_run >= self._hang:
             self.in_speech = False
-            self._silent_run = 0
-            out.append(SpeechEnd(pos + self._n, pos + self._n - self._hang * self._n,
+            out.append(SpeechEnd(pos + self._n, pos + self._n - self._silent_run * self._n,
                                  self._paused_at))
+            self._silent_run = 0
             self._paused_at = None
         return out

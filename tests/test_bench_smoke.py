@@ -199,3 +199,21 @@ def test_finalize_spam_bench_counts_repeats_against_jfk(tmp_path):
     (row,) = res["rows"]
     assert res["reference_words"] == 22 and row["words"] >= 15 and row["repeated_trigrams"] >= 0
     assert "Runs with a repeated phrase:" in (tmp_path / "fs.md").read_text()
+
+
+@pytest.mark.timeout(240)
+def test_nonspeech_bench_hears_no_words_in_a_tone_after_speech(tmp_path):
+    """``python -m bench.nonspeech`` on two sounds at one offset: a 1 kHz tone 1 s after jfk
+    drew "F***." at every offset before the VAD's tone check; now the VAD opens no utterance
+    in it, and nothing is invented alone or after speech."""
+    from bench import nonspeech
+
+    assert nonspeech.main(["--offsets", "0", "--only", "tone 1000,beeps", "--name", "ns",
+                           "--out", str(tmp_path)]) == 0
+    res = json.loads((tmp_path / "ns.json").read_text())
+    assert sorted(res["sounds"]) == ["beeps", "tone 1000 Hz"]
+    for v in res["sounds"].values():
+        assert v["utterances"] == 0 and v["alone"] == [""] and v["after_speech"] == [[]]
+        assert "country" in v["after_text"][0].lower()
+    assert "Runs with invented words: **0 of 2** alone, **0 of 2** after speech." in (
+        tmp_path / "ns.md").read_text()

@@ -126,16 +126,19 @@ def test_beeps_tones_and_chords_open_no_utterance(name):
 
 
 def test_speech_next_to_beeps_keeps_its_own_bounds():
-    """A beep just before speech does not start its utterance early, and beeps just after it
-    end the utterance within the tone check and the hangover, not at the last beep."""
-    speech = load16k("jfk.wav")[: 3 * SR]  # "And so my fellow Americans", then a pause
-    quiet = spans(run(real(), np.concatenate([gap(1), speech])))
-    assert spans(run(real(), np.concatenate([TONAL["beeps"][:SR], speech]))) == quiet
-    alone = spans(run(real(), speech))
-    beeps = TONAL["beeps"]
-    after = spans(run(real(), np.concatenate([speech, gap(0.2), beeps, gap(1)])))
-    assert len(after) == len(alone) and after[:-1] == alone[:-1]
-    assert after[-1][1] <= 3.2 + 0.3 + 0.5 + 0.1
+    """A beep 0.1 s before speech does not start its utterance at the beep; a tone 50 ms after
+    the speech, before the hangover ended it, is not heard as more of it: the utterance ends
+    where the speech did, soon after the tone check, not after the tone and a hangover."""
+    speech = load16k("jfk.wav")[: int(2.4 * SR)]  # "And so my fellow Americans", a pause
+    quiet = spans(run(real(), np.concatenate([gap(1.4), speech, gap(1)])))
+    beep = np.concatenate([gap(1), TONAL["beeps"][: int(0.3 * SR)], gap(0.1), speech, gap(1)])
+    assert spans(run(real(), beep)) == quiet
+    alone = [e for e in run(real(), np.concatenate([speech, gap(1)])) if isinstance(e, SpeechEnd)]
+    ev = run(real(), np.concatenate([speech, gap(0.05), TONAL["tone"][: 3 * SR], gap(1)]))
+    ends = [e for e in ev if isinstance(e, SpeechEnd)]
+    assert len(ends) == 1 and ends[0].spoken_to == alone[0].spoken_to
+    assert ends[0].sample <= alone[0].sample + 0.1 * SR  # (before: 1.8 s later)
+    assert not [e for e in ev if isinstance(e, SpeechStart) and e.sample > 2.4 * SR]
 
 
 @pytest.mark.parametrize("name", ["jfk.wav", "LJ001-0001.wav", "real/en-04.wav",
