@@ -93,36 +93,32 @@ def utterances(x: np.ndarray, vad) -> int:  # type: ignore[no-untyped-def]
     return sum(isinstance(e, SpeechStart) for e in events + seg.flush())
 
 
-def offline(x: np.ndarray) -> str:
-    """faster-whisper, beam 5, on the whole clip: what the corpus READMEs call offline."""
-    from .accuracy import offline_model
-
-    segs, _ = offline_model(1).transcribe(x, beam_size=5, language="en")
-    return " ".join(s.text.strip() for s in segs)
-
-
 def measure(engine, offsets: list[float], stream, vad, speech: np.ndarray,  # type: ignore[no-untyped-def]
             only: list[str] | None = None) -> dict:
+    from .accuracy import Item
+    from .accuracy import offline as offline_text
     from .replay import modelled_cost, replay
+
+    def offline(x: np.ndarray) -> str:  # (beam 5 on the whole clip, as the corpus READMEs)
+        return offline_text(Item("clip", x, ""), 1)
 
     def run(x: np.ndarray, off: float) -> str:
         x = np.concatenate([_silence(off), x]).astype(np.float32)
         return replay(engine, x, stream=stream, vad=vad, cost=modelled_cost).text
 
     base = {off: run(speech, off) for off in offsets}
+    base_offline = offline(speech)
     out = {}
     for name, snd in sounds().items():
         if only and not any(x in name for x in only):
             continue
-        clips = [np.concatenate([_silence(1), snd, _silence(2)]),
-                 np.concatenate([speech, _silence(1), snd, _silence(2)])]
-        off_alone, off_after = (offline(c) for c in clips)
-        alone = [run(np.concatenate([_silence(1), snd, _silence(2)]), off) for off in offsets]
-        after = [run(np.concatenate([speech, _silence(1), snd, _silence(2)]), off)
-                 for off in offsets]
-        out[name] = {"utterances": utterances(np.concatenate([_silence(1), snd, _silence(2)]), vad),
-                     "offline_alone": off_alone,
-                     "offline_after_speech": invented(offline(speech), off_after),
+        lone = np.concatenate([_silence(1), snd, _silence(2)])
+        late = np.concatenate([speech, lone])
+        alone = [run(lone, off) for off in offsets]
+        after = [run(late, off) for off in offsets]
+        out[name] = {"utterances": utterances(lone, vad),
+                     "offline_alone": offline(lone),
+                     "offline_after_speech": invented(base_offline, offline(late)),
                      "alone": alone, "after_speech": [invented(base[o], t) for o, t in
                                                       zip(offsets, after)],
                      "after_text": after}

@@ -156,10 +156,10 @@ class VadSegmenter:
         self._pending = np.zeros(0, np.float32)
         self._pos = 0  # stream position of _pending[0]
         self._pre: deque[np.ndarray] = deque(maxlen=max(1, options.pre_roll_ms // options.frame_ms))
-        self._recent: deque[bool] = deque(maxlen=options.onset_window)
-        self._recent_tonal: deque[bool] = deque(maxlen=options.onset_window)
-        # whether each of the last frames webrtcvad called speech was tonal
-        self._voiced_tonal: deque[bool] = deque(maxlen=max(1, options.tone_ms // options.frame_ms))
+        # the last frames before an utterance: 0 not speech, 1 speech, 2 speech but tonal
+        self._recent: deque[int] = deque(maxlen=options.onset_window)
+        self._tone_frames = max(1, options.tone_ms // options.frame_ms)
+        self._tonal_run = 0  # frames webrtcvad called speech, all tonal, since one that was not
         self._voice_end = 0  # one past the last frame heard as speech that was not tonal
         self._energies: deque[float] = deque(
             maxlen=max(1, options.floor_window_ms // options.frame_ms)
@@ -192,8 +192,7 @@ class VadSegmenter:
         self._pending = np.zeros(0, np.float32)
         self._pre.clear()
         self._recent.clear()
-        self._recent_tonal.clear()
-        self._voiced_tonal.clear()
+        self._tonal_run = 0
         self._silent_run = 0
         self._paused_at = None
         return out
@@ -215,15 +214,13 @@ class VadSegmenter:
         speech = self.is_speech_frame(frame)
         tonal = speech and self._tonal(frame)
         if speech:
-            self._voiced_tonal.append(tonal)
-        tone = tonal and len(self._voiced_tonal) == self._voiced_tonal.maxlen and all(
-            self._voiced_tonal)
+            self._tonal_run = self._tonal_run + 1 if tonal else 0
+        tone = tonal and self._tonal_run >= self._tone_frames
         if not self.in_speech:
             self._pre.append(frame)
-            self._recent.append(speech)
-            self._recent_tonal.append(tonal)
-            if sum(self._recent) < self.opt.onset_frames or (
-                    2 * sum(self._recent_tonal) > sum(self._recent)):
+            self._recent.append(2 if tonal else int(speech))
+            voiced = sum(k > 0 for k in self._recent)
+            if voiced < self.opt.onset_frames or 2 * self._recent.count(2) > voiced:
                 return []
             self.in_speech = True
             self._silent_run = 0
@@ -232,7 +229,6 @@ class VadSegmenter:
             start = pos + self._n - len(pre)
             self._pre.clear()
             self._recent.clear()
-            self._recent_tonal.clear()
             return [SpeechStart(start), SpeechAudio(start, pre)]
         out: list[VadEvent] = [SpeechAudio(pos, frame)]
         if speech and not tonal:

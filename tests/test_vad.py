@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bench.nonspeech import sounds
 from conftest import espeak, load16k
 from whisperwire.server.vad import (
     SpeechAudio,
@@ -91,35 +92,20 @@ def test_steady_noise_and_tone_give_at_most_their_onset():
 SR = 16000
 
 
-def tone(hz: float | list[float], seconds: float, level: float = 0.3) -> np.ndarray:
-    """Pure tones summed, with 10 ms fades."""
-    t = np.arange(int(SR * seconds)) / SR
-    x = sum(np.sin(2 * np.pi * f * t) for f in np.atleast_1d(hz)) * level / len(np.atleast_1d(hz))
-    fade = np.minimum(1, np.minimum(t, t[::-1]) * 100)
-    return (x * fade).astype(np.float32)
-
-
 def gap(seconds: float) -> np.ndarray:
     return np.zeros(int(SR * seconds), np.float32)
 
 
-TONAL = {
-    "beeps": np.concatenate([np.concatenate([tone(880, 0.3), gap(0.7)]) for _ in range(6)]),
-    "tone": tone(1000, 4),
-    "dtmf": np.concatenate([np.concatenate([tone(pair, 0.2), gap(0.15)]) for pair in
-                            [(697, 1209), (770, 1336), (852, 1477), (941, 1336)] * 3]),
-    "ring": np.concatenate([tone([440, 480], 2), gap(2), tone([440, 480], 2)]),
-    "chord": tone([261.6, 329.6, 392.0, 523.3], 5),
-    "siren": (0.3 * np.sin(2 * np.pi * np.cumsum(
-        700 + 300 * np.sin(2 * np.pi * 0.8 * np.arange(SR * 5) / SR)) / SR)).astype(np.float32),
-}
+# the sounds ``python -m bench.nonspeech`` measures; these are the tonal ones
+SOUNDS = sounds()
+TONAL = sorted(k for k in SOUNDS if k not in ("hum 50 Hz", "clicks", "noise bursts"))
 
 
-@pytest.mark.parametrize("name", sorted(TONAL))
+@pytest.mark.parametrize("name", TONAL)
 def test_beeps_tones_and_chords_open_no_utterance(name):
     """webrtcvad calls all of these speech (each opened one utterance or more before, the
     beeps one per beep), and Whisper wrote words for them that offline decoding does not."""
-    x = np.concatenate([gap(1), TONAL[name], gap(1)])
+    x = np.concatenate([gap(1), SOUNDS[name], gap(1)])
     assert spans(run(real(), x)) == []
     off = VadOptions(tone_peaks=0)
     assert spans(run(VadSegmenter(off, webrtc_classifier(off.aggressiveness)), x)) != []
@@ -131,10 +117,10 @@ def test_speech_next_to_beeps_keeps_its_own_bounds():
     where the speech did, soon after the tone check, not after the tone and a hangover."""
     speech = load16k("jfk.wav")[: int(2.4 * SR)]  # "And so my fellow Americans", a pause
     quiet = spans(run(real(), np.concatenate([gap(1.4), speech, gap(1)])))
-    beep = np.concatenate([gap(1), TONAL["beeps"][: int(0.3 * SR)], gap(0.1), speech, gap(1)])
+    beep = np.concatenate([gap(1), SOUNDS["beeps"][: int(0.3 * SR)], gap(0.1), speech, gap(1)])
     assert spans(run(real(), beep)) == quiet
     alone = [e for e in run(real(), np.concatenate([speech, gap(1)])) if isinstance(e, SpeechEnd)]
-    ev = run(real(), np.concatenate([speech, gap(0.05), TONAL["tone"][: 3 * SR], gap(1)]))
+    ev = run(real(), np.concatenate([speech, gap(0.05), SOUNDS["tone 1000 Hz"][: 3 * SR], gap(1)]))
     ends = [e for e in ev if isinstance(e, SpeechEnd)]
     assert len(ends) == 1 and ends[0].spoken_to == alone[0].spoken_to
     assert ends[0].sample <= alone[0].sample + 0.1 * SR  # (before: 1.8 s later)
