@@ -5,9 +5,10 @@ Users judge a captioner on never inventing words. Steady noise and silence were 
 VAD's energy floor; this measures the sounds a meeting's microphone also hears: beeps, rings,
 DTMF, a siren, a chord, a melody, a hum, keyboard clicks, noise bursts. Each is replayed in
 process on the modelled clock (as ``python -m bench.replay``) in real time at several start
-offsets, once alone (1 s of silence, the sound, 2 s of silence) and once 1 s after jfk. Alone,
-every final word is invented; after jfk, the invented words are those that differ from jfk
-replayed alone at the same offset. Offline decoding of the same clips (faster-whisper, beam 5)
+offsets, once alone (1 s of silence, the sound, 2 s of silence) and once after jfk (``--gap``
+seconds after it, 1 by default; 0.15 puts it inside the VAD's hangover). Alone, every final
+word is invented; after jfk, the invented words are those that differ from jfk replayed alone
+at the same offset. Offline decoding of the same clips (faster-whisper, beam 5)
 is measured next to it, and how many utterances the VAD opens in each sound.
 """
 
@@ -94,7 +95,7 @@ def utterances(x: np.ndarray, vad) -> int:  # type: ignore[no-untyped-def]
 
 
 def measure(engine, offsets: list[float], stream, vad, speech: np.ndarray,  # type: ignore[no-untyped-def]
-            only: list[str] | None = None) -> dict:
+            only: list[str] | None = None, gap: float = 1.0) -> dict:
     from .accuracy import Item
     from .accuracy import offline as offline_text
     from .replay import modelled_cost, replay
@@ -113,7 +114,7 @@ def measure(engine, offsets: list[float], stream, vad, speech: np.ndarray,  # ty
         if only and not any(x in name for x in only):
             continue
         lone = np.concatenate([_silence(1), snd, _silence(2)])
-        late = np.concatenate([speech, lone])
+        late = np.concatenate([speech, _silence(gap), snd, _silence(2)])
         alone = [run(lone, off) for off in offsets]
         after = [run(late, off) for off in offsets]
         out[name] = {"utterances": utterances(lone, vad),
@@ -131,8 +132,9 @@ def markdown(name: str, o: dict) -> str:
     settings = ", ".join(o["settings"]) or "the defaults"
     lines = [f"# {name}", "", f"Replayed in real time on the modelled clock, start offsets {offs}, "
              f"with {settings}. Utterances: how many the VAD opens in the sound (what reaches "
-             "the decoder at all). Alone: the finals (every word invented). After speech (1 s "
-             "after jfk): the final words that differ from jfk replayed alone (sampled fallback "
+             "the decoder at all). Alone: the finals (every word invented). After speech "
+             f"({o.get('gap', 1.0):g} s after jfk): the final words that differ from jfk "
+             "replayed alone (sampled fallback "
              "decodes of jfk itself also differ between runs).", "",
              "| sound | offline: alone / after speech | utterances | alone | after speech |",
              "|---|---|---|---|---|"]
@@ -164,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--name", default="nonspeech")
     p.add_argument("--offsets", default="0,0.11,0.23", help="seconds of silence first")
     p.add_argument("--only", default="", help="comma-separated parts of sound names")
+    p.add_argument("--gap", type=float, default=1.0,
+                   help="seconds of silence between jfk and the sound (0.15: inside the VAD's "
+                        "hangover, where the sound's first frames resume the utterance)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE",
                    help="a StreamOptions, EngineOptions or VadOptions field, as for bench.replay "
@@ -175,9 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     engine = Engine(engine_opt)
     engine.load()
     offsets = [float(x) for x in a.offsets.split(",")]
-    o = {"offsets": offsets, "settings": a.set,
+    o = {"offsets": offsets, "settings": a.set, "gap": a.gap,
          "sounds": measure(engine, offsets, stream, vad_options(a.set), read16k(SPEECH / "jfk.wav"),
-                           [x for x in a.only.split(",") if x])}
+                           [x for x in a.only.split(",") if x], a.gap)}
     save_results(a.out, a.name, o, markdown(a.name, o))
     return 0
 

@@ -35,7 +35,8 @@ from .rereads import centre, spoken, words_from
 from .stream_options import StreamOptions
 from .text import convert_words, is_unspaced, join_texts, script_for, split_words
 from .utterance import ATTEMPTS, Attempt, Early, EndMark, Kind, Run
-from .vad import SpeechAudio, SpeechEnd, SpeechPause, SpeechResume, SpeechStart, VadSegmenter
+from .vad import (SpeechAudio, SpeechEnd, SpeechPause, SpeechResume, SpeechStart, Tone,
+                  VadSegmenter)
 from .wire import Final, Language, Message, Partial, UtteranceEnd, Word
 
 __all__ = ["StreamOptions", "StreamSession"]
@@ -117,6 +118,8 @@ class StreamSession:
                 self._start_speech(ev.sample)
             elif isinstance(ev, SpeechAudio):
                 self._utts[-1].append(ev.samples)
+            elif isinstance(ev, Tone):
+                self._utts[-1].mute(ev.sample, ev.end)
             elif isinstance(ev, SpeechPause):
                 self._utts[-1].pause = ev.sample
             elif isinstance(ev, SpeechResume):

@@ -128,6 +128,18 @@ class Run:
         buf = self.chunks[0] if self.chunks else np.zeros(0, np.float32)
         return buf[a - self.base : b - self.base]
 
+    def mute(self, a: int, b: int) -> None:
+        """Make stream samples ``a`` to ``b`` digital silence, as the pauses between joined
+        utterances are (a tone the VAD held as speech before it could tell). Only the chunks
+        it touches are copied: a tone is muted frame by frame at the end."""
+        pos = self.base
+        for i, c in enumerate(self.chunks):
+            lo, hi = max(a, pos) - pos, min(b, pos + len(c)) - pos
+            if lo < hi:
+                c = self.chunks[i] = c.copy()
+                c[lo:hi] = 0.0
+            pos += len(c)
+
     def trim(self, to: int) -> None:
         """Forget audio before stream sample ``to`` (it is committed and out of the window)."""
         drop = min(to, self.available) - self.base

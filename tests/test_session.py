@@ -697,6 +697,32 @@ def test_what_whisper_is_all_but_sure_is_no_speech_gives_no_words():
     assert off.judge.accepted_words(req, beeps, 2.0, 0.0)[0] != []
 
 
+def test_an_end_decode_never_hears_a_tone_after_the_speech():
+    """A tone 0.4 s after the speaker stops: webrtcvad calls its first 240 ms speech before
+    the VAD's tone check can tell, so they joined the utterance, and its end decode wrote
+    "F***." after "your country." (jfk, one replay in two). The VAD ends the utterance where
+    the speech stopped; what it held after that is digital silence to every decode since."""
+    from bench.nonspeech import sounds
+    from conftest import load16k
+    from whisperwire.server.vad import webrtc_classifier
+
+    speech = load16k("jfk.wav")[: int(2.4 * SR)]  # "And so my fellow Americans", a pause
+    tone_at = len(speech) + int(0.15 * SR)  # (the speech stops at 2.13 s)
+    x = np.concatenate([speech, np.zeros(tone_at - len(speech), np.float32),
+                        sounds()["tone 1000 Hz"][: 3 * SR], np.zeros(SR, np.float32)])
+    o = VadOptions()
+    s = StreamSession(StreamOptions(), VadSegmenter(o, webrtc_classifier(o.aggressiveness)))
+    dec = ScriptedDecoder([("And", 0.4, 0.6), ("so", 0.6, 0.8), ("my", 0.8, 1.0),
+                           ("fellow", 1.0, 1.4), ("Americans", 1.4, 2.1)])
+    drive(s, dec, x.astype(np.float32))
+    ends = [r for r in dec.requests if r.final and r.offset + r.duration > tone_at / SR + 0.1]
+    assert ends, [(r.offset, r.duration, r.final) for r in dec.requests]
+    for r in ends:
+        heard = r.audio[int(round((tone_at / SR - r.offset) * SR)) :]
+        assert not np.any(heard), (r.offset, r.duration)
+    assert np.any(ends[-1].audio)  # (the speech itself is there)
+
+
 class WordRereadingDecoder(ScriptedDecoder):
     """Says the forced prefix's last word once more, sure of it and in its own audio (tiny.en
     on en-01: prefix "... just incredibly", result "incredibly, incredibly valuable ...")."""
