@@ -217,3 +217,18 @@ def test_nonspeech_bench_hears_no_words_in_a_tone_after_speech(tmp_path):
         assert "country" in v["after_text"][0].lower()
     assert "Runs with invented words: **0 of 2** alone, **0 of 2** after speech." in (
         tmp_path / "ns.md").read_text()
+
+
+@pytest.mark.timeout(240)
+def test_nonspeech_bench_hears_no_words_in_a_tone_inside_the_hangover(tmp_path):
+    """A 1 kHz tone 0.15 s after jfk's file ends, inside the VAD's hangover: its first 240 ms,
+    which webrtcvad calls speech before the tone check can tell, resumed the utterance and the
+    end decode asked at the pause heard them: "F***." at this offset (and at +0 s) before the
+    VAD reported them as no speech and the session muted them."""
+    from bench import nonspeech
+
+    assert nonspeech.main(["--offsets", "0.11", "--only", "tone 1000", "--gap", "0.15",
+                           "--name", "ns", "--out", str(tmp_path)]) == 0
+    v = json.loads((tmp_path / "ns.json").read_text())["sounds"]["tone 1000 Hz"]
+    assert v["after_speech"] == [[]], v["after_text"]
+    assert "country" in v["after_text"][0].lower()
