@@ -184,13 +184,14 @@ def test_tones_right_after_speech_add_no_words(live_server, gap):
     assert said[last + 1:] == [], said[last + 1:]  # no partial after "your country." either
 
 
-@pytest.mark.parametrize("word", ["Hello.", "Maybe."])
+@pytest.mark.parametrize("word", ["Hello.", "Maybe.", "Right."])
 def test_a_lone_one_word_answer_is_said_once(live_server, word):
     """One word between silences, as an answer to a question. tiny.en doubts espeak's
     "Hello." (p 0.17 in its end decode) but hears speech there (no-speech probability 0.20),
     and offline it writes "Hello?". Before, the rule against words invented on a breath
     dropped it: nothing was said at all. "Maybe." it says again, sure of it (p 0.74), over
-    the silence after it: "Maybe... Maybe..." was final."""
+    the silence after it: "Maybe... Maybe..." was final. "Right." it said again inside the
+    speech, the second in 60 ms: "Right. Right." (replayed, two offsets of three)."""
     from conftest import espeak
 
     x = np.concatenate([np.zeros(16000, np.float32), espeak(word),

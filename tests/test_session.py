@@ -823,6 +823,21 @@ def test_a_sure_echo_over_the_silence_the_vad_heard_after_the_speech_is_dropped(
     assert len(s.judge.accepted_words(req, r, 1.92, 0.0)[0]) == 2  # (not an utterance's end)
 
 
+def test_a_sure_echo_said_in_a_blink_is_dropped():
+    """espeak's lone "Right." in real time: the utterance-end decode (beam 5) says "Right.
+    Right.", the second sure (p 0.95) but 60 ms long, right after the first's 0.40 s, inside
+    the speech: no one says a word again that fast. A speaker's own "right, right" is kept."""
+    s = StreamSession(StreamOptions(), energy_vad())
+    req = DecodeRequest(1, np.zeros(int(16000 * 1.05), np.float32), 0.90, careful=True,
+                        final=True)
+    r = DecodeResult((Word(" Right.", 0.0, 0.40, 0.80), Word(" Right.", 0.40, 0.46, 0.95)),
+                     "", 0.33, -0.53, 0.76)
+    assert [w.word for w in s.judge.accepted_words(req, r, 1.95, 0.0)[0]] == [" Right."]
+    said = DecodeResult((Word(" Right,", 0.0, 0.35, 0.80), Word(" right.", 0.45, 0.80, 0.95)),
+                        "", 0.1, -0.3, 0.9)
+    assert len(s.judge.accepted_words(req, said, 1.95, 0.0)[0]) == 2
+
+
 def test_a_two_word_echo_the_aligner_cannot_place_is_dropped():
     """jfk in real time at some start offsets (the browser test saw it in CI): the utterance-end
     decode of "ask not" says "Ask not. Ask not.", the second "Ask" squeezed to no time at the
