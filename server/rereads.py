@@ -185,9 +185,9 @@ def hurried(w: Word, kept: list[Word], keys: list[str]) -> bool:
     under ``ECHO_HURRIED_S``: no one says a word again that fast. espeak's lone "Right." came
     out "Right. Right." from beam search, the second at 1.30-1.36 s after the first at
     0.90-1.30 s, sure of it (p 0.95), in the middle of the speech; a speaker's own "no, no"
-    takes as long the second time."""
-    if not kept or not keys or unit_key(w.word) != keys[-1]:
-        return False
+    takes as long the second time. (The caller compares the units.)"""
+    if not kept or not keys or any(is_unspaced(c) for c in keys[-1]):
+        return False  # (Chinese and Japanese double syllables: 妈妈, 看看, each timed alone)
     first = kept[-1].end - kept[-1].start
     return w.end - w.start < min(ECHO_HURRIED_S, first / 3)
 

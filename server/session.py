@@ -119,7 +119,7 @@ class StreamSession:
             elif isinstance(ev, SpeechAudio):
                 self._utts[-1].append(ev.samples)
             elif isinstance(ev, Tone):
-                self._utts[-1].mute(ev.sample, ev.end)
+                self._tone(self._utts[-1], ev)
             elif isinstance(ev, SpeechPause):
                 self._utts[-1].pause = ev.sample
             elif isinstance(ev, SpeechResume):
@@ -134,6 +134,15 @@ class StreamSession:
                 if ev.paused_at is not None:
                     u.pause_ends[ev.paused_at] = ev.sample
                 self._settle_early(u)
+
+    def _tone(self, u: Run, ev: Tone) -> None:
+        """Audio the VAD delivered as speech was a tone: every decode from now on hears
+        digital silence there, as in the gaps between joined utterances, and an end decode
+        asked at a pause that heard it is asked again (a beep, a pause, and a second beep
+        that the tone check knew at once: the first's decode would have been the end's)."""
+        u.mute(ev.sample, ev.end)
+        if u.early is not None and u.early.at > ev.sample:
+            self._drop_early(u)
 
     def _start_speech(self, sample: int) -> None:
         last = self._utts[-1] if self._utts else None

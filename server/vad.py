@@ -94,8 +94,7 @@ class SpeechEnd:
 class Tone:
     """Audio of the utterance, already delivered, from ``sample`` to ``end`` is a tone, not a
     voice: webrtcvad called its first frames speech before the tone check could tell (from
-    the last frame of speech on, the hangover's silence with it; then frame by frame while
-    the tone goes on). Decoders should not hear it: an end decode that did wrote "F***." for
+    where the tone began, beeps before it included; then frame by frame while it goes on). Decoders should not hear it: an end decode that did wrote "F***." for
     a 1 kHz tone's first 240 ms after jfk's "your country." in half of the replays."""
 
     sample: int
@@ -174,6 +173,11 @@ class VadSegmenter:
         self._tonal_run = 0  # frames webrtcvad called speech, all tonal, since one that was not
         self._voice_end = 0  # one past the last frame heard as speech that was not tonal
         self._toned = False  # a tone was heard since ``_voice_end``
+        # where the tone (if the tonal frames since ``_voice_end`` are one) began: the first
+        # tonal frame after the first non-speech frame since then, else after ``_voice_end``
+        # (a word's last voiced frames are often tonal too: they are speech, not muted)
+        self._tone_from: int | None = None
+        self._gap = False  # a non-speech frame came since ``_voice_end``
         self._energies: deque[float] = deque(
             maxlen=max(1, options.floor_window_ms // options.frame_ms)
         )
@@ -239,7 +243,7 @@ class VadSegmenter:
             self.in_speech = True
             self._silent_run = 0
             self._voice_end = pos + self._n
-            self._toned = False
+            self._toned, self._tone_from, self._gap = False, None, False
             pre = np.concatenate(list(self._pre))
             start = pos + self._n - len(pre)
             self._pre.clear()
@@ -248,10 +252,15 @@ class VadSegmenter:
         out: list[VadEvent] = [SpeechAudio(pos, frame)]
         if speech and not tonal:
             self._voice_end = pos + self._n
-            self._toned = False
+            self._toned, self._tone_from, self._gap = False, None, False
+        elif not speech and not self._gap:
+            self._gap, self._tone_from = True, None
+        elif speech and self._tone_from is None:
+            self._tone_from = pos
         if tone:  # a tone, not a voice: silent since the last frame of speech
             speech = False
-            out.append(Tone(pos if self._toned else self._voice_end, pos + self._n))
+            start = pos if self._toned or self._tone_from is None else self._tone_from
+            out.append(Tone(start, pos + self._n))
             self._toned = True
             self._silent_run = (pos + self._n - self._voice_end) // self._n
         else:

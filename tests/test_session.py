@@ -723,6 +723,32 @@ def test_an_end_decode_never_hears_a_tone_after_the_speech():
     assert np.any(ends[-1].audio)  # (the speech itself is there)
 
 
+def test_an_end_decode_asked_at_a_pause_before_a_second_beep_is_asked_again():
+    """A 0.2 s beep 60 ms after the speech, a pause, then a second beep: the end decode asked
+    at the pause heard the first beep, which the tone check only named with the second one
+    (its tonal frames count on over the silence), and the hangover's end then took that
+    decode as the utterance's end decode. Now it is asked again, over the muted beeps."""
+    from bench.nonspeech import sounds
+    from conftest import load16k
+    from whisperwire.server.vad import webrtc_classifier
+
+    speech = load16k("jfk.wav")[: int(2.16 * SR)]
+    beep_at = len(speech) + int(0.06 * SR)
+    beeps = sounds()["beeps"]
+    x = np.concatenate([speech, np.zeros(beep_at - len(speech), np.float32),
+                        beeps[: int(0.2 * SR)], np.zeros(int(0.3 * SR), np.float32),
+                        beeps[: int(0.3 * SR)], np.zeros(SR, np.float32)]).astype(np.float32)
+    o = VadOptions()
+    s = StreamSession(StreamOptions(), VadSegmenter(o, webrtc_classifier(o.aggressiveness)))
+    dec = ScriptedDecoder([("And", 0.4, 0.6), ("so", 0.6, 0.8), ("my", 0.8, 1.0),
+                           ("fellow", 1.0, 1.4), ("Americans", 1.4, 2.1)])
+    said = " ".join(f.text for f in finals(drive(s, dec, x)))
+    assert said.split() == ["And", "so", "my", "fellow", "Americans"], said
+    end = [r for r in dec.requests if r.final][-1]  # the one whose words are the end's
+    assert end.offset + end.duration > beep_at / SR + 0.2
+    assert not np.any(end.audio[int(round((beep_at / SR - end.offset) * SR)) :])
+
+
 class WordRereadingDecoder(ScriptedDecoder):
     """Says the forced prefix's last word once more, sure of it and in its own audio (tiny.en
     on en-01: prefix "... just incredibly", result "incredibly, incredibly valuable ...")."""
@@ -836,6 +862,10 @@ def test_a_sure_echo_said_in_a_blink_is_dropped():
     said = DecodeResult((Word(" Right,", 0.0, 0.35, 0.80), Word(" right.", 0.45, 0.80, 0.95)),
                         "", 0.1, -0.3, 0.9)
     assert len(s.judge.accepted_words(req, said, 1.95, 0.0)[0]) == 2
+    # Chinese doubles a syllable in many words (妈妈, 看看), each character timed alone
+    zh = DecodeResult((Word("我", 0.0, 0.2, 0.9), Word("妈", 0.2, 0.6, 0.9),
+                       Word("妈", 0.6, 0.7, 0.9), Word("说", 0.7, 1.0, 0.9)), "", 0.1, -0.2, 1.0)
+    assert "".join(w.word for w in s.judge.accepted_words(req, zh, 1.95, 0.0)[0]) == "我妈妈说"
 
 
 def test_a_two_word_echo_the_aligner_cannot_place_is_dropped():

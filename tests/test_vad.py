@@ -146,6 +146,25 @@ def test_a_tone_inside_the_hangover_ends_the_utterance_where_the_speech_stopped(
     assert tones and tones[0].sample == ends[0].spoken_to and tones[-1].end == ends[0].sample
 
 
+def test_a_tone_is_muted_from_where_it_began_not_from_the_speech_s_tonal_tail():
+    """The session mutes what a ``Tone`` names. A word's last voiced frames are often tonal
+    too (4 peaks or fewer): a speaker on en-01, then a 1 kHz tone 60 ms later. The tone is
+    muted from its own first frame, not from the last non-tonal frame of speech (150 ms of
+    the word at -15 dBFS were zeroed), and two beeps with a pause between are one tone from
+    the first."""
+    speech = load16k("real/en-01.wav")[90 * SR : int(96.54 * SR)]
+    ev = run(real(), np.concatenate([speech, gap(0.06), SOUNDS["tone 1000 Hz"][: 2 * SR],
+                                     gap(1)]))
+    tones = [e for e in ev if isinstance(e, Tone)]
+    assert tones and tones[0].sample >= len(speech), tones[0].sample / SR
+    beep = SOUNDS["beeps"][: int(0.2 * SR)]
+    short = load16k("jfk.wav")[: int(2.16 * SR)]
+    ev = run(real(), np.concatenate([short, gap(0.06), beep, gap(0.3), SOUNDS["beeps"][
+        : int(0.3 * SR)], gap(1)]))
+    tones = [e for e in ev if isinstance(e, Tone)]
+    assert tones and len(short) <= tones[0].sample <= len(short) + int(0.09 * SR)
+
+
 @pytest.mark.parametrize("name", ["jfk.wav", "LJ001-0001.wav", "real/en-04.wav",
                                   "real/en-06.wav", "zh/zh-01.wav"])
 def test_the_tone_check_moves_no_bound_of_real_speech(name):
