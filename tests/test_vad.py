@@ -126,16 +126,17 @@ def test_speech_next_to_beeps_keeps_its_own_bounds():
     assert len(ends) == 1 and ends[0].spoken_to == alone[0].spoken_to
     assert ends[0].sample <= alone[0].sample + 0.1 * SR  # (before: 1.8 s later)
     assert not [e for e in ev if isinstance(e, SpeechStart) and e.sample > 2.4 * SR]
-    tones = [e for e in ev if isinstance(e, Tone)]  # what the session mutes
-    assert tones[0].sample == ends[0].spoken_to and tones[-1].end == ends[0].sample
+    tones = [e for e in ev if isinstance(e, Tone)]  # what the session mutes: the tone
+    assert abs(tones[0].sample - (len(speech) + 0.05 * SR)) <= N, tones[0]
+    assert tones[-1].end == ends[0].sample
     assert all(a.end == b.sample for a, b in zip(tones, tones[1:]))
 
 
 def test_a_tone_inside_the_hangover_ends_the_utterance_where_the_speech_stopped():
     """A tone 0.4 s after the speech, while the hangover still ran: its first frames, before
     the tone check can tell, resume the utterance as speech would. The end still falls where
-    the speech stopped, and says a tone came after it: the end decode heard the tone's first
-    240 ms and wrote "F***." after "your country." in one replay of two."""
+    the speech stopped, and the tone is named from its first frame: the end decode heard its
+    first 240 ms and wrote "F***." after "your country." in one replay of two."""
     speech = load16k("jfk.wav")[: int(2.4 * SR)]
     alone = [e for e in run(real(), np.concatenate([speech, gap(1)])) if isinstance(e, SpeechEnd)]
     ev = run(real(), np.concatenate([speech, gap(0.15), SOUNDS["tone 1000 Hz"][: 3 * SR], gap(1)]))
@@ -143,7 +144,8 @@ def test_a_tone_inside_the_hangover_ends_the_utterance_where_the_speech_stopped(
     assert len(ends) == 1 and ends[0].spoken_to == alone[0].spoken_to
     assert any(isinstance(e, SpeechResume) for e in ev)  # (the case: the tone resumed it)
     tones = [e for e in ev if isinstance(e, Tone)]
-    assert tones and tones[0].sample == ends[0].spoken_to and tones[-1].end == ends[0].sample
+    assert tones and abs(tones[0].sample - (len(speech) + 0.15 * SR)) <= N, tones[0]
+    assert tones[-1].end == ends[0].sample
 
 
 def test_a_tone_is_muted_from_where_it_began_not_from_the_speech_s_tonal_tail():
