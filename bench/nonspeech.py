@@ -134,8 +134,8 @@ def markdown(name: str, o: dict) -> str:
              f"with {settings}. Utterances: how many the VAD opens in the sound (what reaches "
              "the decoder at all). Alone: the finals (every word invented). After speech "
              f"({o.get('gap', 1.0):g} s after jfk): the final words that differ from jfk "
-             "replayed alone (sampled fallback "
-             "decodes of jfk itself also differ between runs).", "",
+             "replayed alone (sampled fallback decodes of jfk itself also differ between "
+             "runs).", "",
              "| sound | offline: alone / after speech | utterances | alone | after speech |",
              "|---|---|---|---|---|"]
     n_alone = n_after = 0

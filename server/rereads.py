@@ -171,7 +171,7 @@ def drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str],
             continue
         w, k = words[i], keys[i]
         if k and before and k == before[-1] and (w.probability < ECHO_PROBABILITY or unsure(w)
-                                                 or hurried(w, kept_w, kept_k)):
+                                                 or hurried(w, kept_w)):
             i += 1
             continue
         kept_w.append(w)
@@ -180,13 +180,13 @@ def drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str],
     return kept_w, kept_k
 
 
-def hurried(w: Word, kept: list[Word], keys: list[str]) -> bool:
+def hurried(w: Word, kept: list[Word]) -> bool:
     """``w`` says the word before it again in less than a third of that word's time, and in
     under ``ECHO_HURRIED_S``: no one says a word again that fast. espeak's lone "Right." came
     out "Right. Right." from beam search, the second at 1.30-1.36 s after the first at
     0.90-1.30 s, sure of it (p 0.95), in the middle of the speech; a speaker's own "no, no"
     takes as long the second time. (The caller compares the units.)"""
-    if not kept or not keys or any(is_unspaced(c) for c in keys[-1]):
+    if not kept or any(is_unspaced(c) for c in kept[-1].word):
         return False  # (Chinese and Japanese double syllables: 妈妈, 看看, each timed alone)
     first = kept[-1].end - kept[-1].start
     return w.end - w.start < min(ECHO_HURRIED_S, first / 3)

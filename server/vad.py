@@ -26,6 +26,7 @@ __all__ = [
     "SpeechPause",
     "SpeechResume",
     "SpeechStart",
+    "Tone",
     "VadEvent",
     "VadOptions",
     "VadSegmenter",
@@ -94,8 +95,9 @@ class SpeechEnd:
 class Tone:
     """Audio of the utterance, already delivered, from ``sample`` to ``end`` is a tone, not a
     voice: webrtcvad called its first frames speech before the tone check could tell (from
-    where the tone began, beeps before it included; then frame by frame while it goes on). Decoders should not hear it: an end decode that did wrote "F***." for
-    a 1 kHz tone's first 240 ms after jfk's "your country." in half of the replays."""
+    where the tone began, beeps before it included; then frame by frame while it goes on).
+    Decoders should not hear it: an end decode that did wrote "F***." for a 1 kHz tone's
+    first 240 ms after jfk's "your country." in half of the replays."""
 
     sample: int
     end: int
@@ -172,10 +174,10 @@ class VadSegmenter:
         self._tone_frames = max(1, options.tone_ms // options.frame_ms)
         self._tonal_run = 0  # frames webrtcvad called speech, all tonal, since one that was not
         self._voice_end = 0  # one past the last frame heard as speech that was not tonal
-        self._toned = False  # a tone was heard since ``_voice_end``
-        # where the tone (if the tonal frames since ``_voice_end`` are one) began: the first
-        # tonal frame after the first non-speech frame since then, else after ``_voice_end``
-        # (a word's last voiced frames are often tonal too: they are speech, not muted)
+        # where the audio a ``Tone`` has not yet named began (if the tonal frames since
+        # ``_voice_end`` are a tone): the first tonal frame after the first non-speech frame
+        # since then, else after ``_voice_end`` (a word's last voiced frames are often tonal
+        # too: they are speech, not muted); once named, the next tonal frame
         self._tone_from: int | None = None
         self._gap = False  # a non-speech frame came since ``_voice_end``
         self._energies: deque[float] = deque(
@@ -210,7 +212,6 @@ class VadSegmenter:
         self._pre.clear()
         self._recent.clear()
         self._tonal_run = 0
-        self._toned = False
         self._silent_run = 0
         self._paused_at = None
         return out
@@ -243,7 +244,7 @@ class VadSegmenter:
             self.in_speech = True
             self._silent_run = 0
             self._voice_end = pos + self._n
-            self._toned, self._tone_from, self._gap = False, None, False
+            self._tone_from, self._gap = None, False
             pre = np.concatenate(list(self._pre))
             start = pos + self._n - len(pre)
             self._pre.clear()
@@ -252,16 +253,15 @@ class VadSegmenter:
         out: list[VadEvent] = [SpeechAudio(pos, frame)]
         if speech and not tonal:
             self._voice_end = pos + self._n
-            self._toned, self._tone_from, self._gap = False, None, False
+            self._tone_from, self._gap = None, False
         elif not speech and not self._gap:
             self._gap, self._tone_from = True, None
         elif speech and self._tone_from is None:
             self._tone_from = pos
         if tone:  # a tone, not a voice: silent since the last frame of speech
             speech = False
-            start = pos if self._toned or self._tone_from is None else self._tone_from
-            out.append(Tone(start, pos + self._n))
-            self._toned = True
+            out.append(Tone(pos if self._tone_from is None else self._tone_from, pos + self._n))
+            self._tone_from = None
             self._silent_run = (pos + self._n - self._voice_end) // self._n
         else:
             self._silent_run = 0 if speech else self._silent_run + 1
@@ -277,5 +277,4 @@ class VadSegmenter:
                                  self._paused_at))
             self._silent_run = 0
             self._paused_at = None
-            self._toned = False
         return out
