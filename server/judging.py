@@ -18,6 +18,7 @@ from .stream_options import StreamOptions
 from .text import is_unspaced
 from .text import split_units as text_units
 from .utterance import EndMark, Kind, Run
+from .voicing import voiced
 from .wire import Word
 
 __all__ = ["Judge", "Verdict"]
@@ -99,10 +100,11 @@ class Judge:
     def all_doubt(self, u: Run, words: list[Word], win_end: float, no_speech: float) -> bool:
         """An end decode of an utterance shorter than ``doubted_end_ms``, none of it final yet,
         in which Whisper doubts every word it places in the audio and says the window may hold
-        no speech (``no_speech``: its no-speech probability). (Not the doubted last word
-        of a longer utterance: "We will be sure if I" final, then "can." at p < 0.3, en-08;
-        nor when the window holds words of an earlier utterance not final yet: a backlog's
-        end decode, a phrase held for the language joined by the next.)"""
+        no speech (``no_speech``: its no-speech probability), and whose audio holds no voice
+        (a breath; not espeak's lone "Sure.", doubted as much). (Not the doubted last word of
+        a longer utterance: "We will be sure if I" final, then "can." at p < 0.3, en-08; nor
+        when the window holds words of an earlier utterance not final yet: a backlog's end
+        decode, a phrase held for the language joined by the next.)"""
         o = self.opt
         mark = end_mark(u, win_end)
         if mark is None:
@@ -115,7 +117,10 @@ class Judge:
                     and u.buffer.committed_end <= start
                     and all(centre(w) >= start for w in placed)
                     and win_end - start < o.doubted_end_ms / 1000
-                    and all(w.probability < o.commit_probability for w in placed))
+                    and all(w.probability < o.commit_probability for w in placed)
+                    and not (o.doubted_end_voicing
+                             and voiced(u.audio(mark.began, mark.spoken_to),
+                                        o.doubted_end_voicing)))
 
     def stops_short(self, u: Run, words: list[Word], win_end: float) -> bool:
         """An end decode's last word ends ``tail_check_ms`` or more before the speech the VAD

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .audio import MODEL_RATE
+from .voicing import VOICED
 
 __all__ = ["StreamOptions"]
 
@@ -131,6 +132,10 @@ class StreamOptions:
     # doubts but hears as speech is said (espeak's lone "Hello.", "Hello?" at p 0.17 with
     # 0.20, was lost before; offline tiny.en writes it). 0: on doubt alone, as before.
     doubted_end_no_speech: float = 0.3
+    # ... and only when the utterance holds no voice (server/voicing.py): a vowel is periodic,
+    # a breath is not. espeak's lone "Sure." (p 0.18, no-speech 0.56) and "I agree." were lost;
+    # offline tiny.en writes both. 0: whatever the audio.
+    doubted_end_voicing: float = VOICED
     # an utterance that starts this soon after the previous one ended continues its window
     join_gap_ms: int = 2000
     prompt_chars: int = 200

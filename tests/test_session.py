@@ -2042,3 +2042,23 @@ def test_a_doubted_sliver_never_takes_an_earlier_utterances_words_with_it():
     assert not judge.all_doubt(u, late, 3.9, 0.55)  # no utterance ends there (finalize)
     u.buffer.committed_end = 3.2  # part of it is final: its doubted last word stays
     assert not judge.all_doubt(u, [Word(" can.", 3.3, 3.6, 0.2)], 4.0, 0.55)
+
+
+@pytest.mark.parametrize("voicing", [StreamOptions().doubted_end_voicing, 0.0])
+def test_a_doubted_sliver_with_a_voice_in_it_is_said(voicing):
+    """Whisper doubts espeak's lone "Sure." (p 0.18, no-speech 0.56) as much as the "Yeah."
+    it invents on en-07's opening breath (p 0.18, 0.55), and offline it writes "sure". A vowel
+    repeats itself at a pitch period; a breath does not: only an utterance without a voice
+    says nothing (``doubted_end_voicing``; 0: whatever the audio, as before)."""
+    from whisperwire.server.judging import Judge
+    from whisperwire.server.utterance import EndMark, Run
+
+    judge = Judge(StreamOptions(doubted_end_voicing=voicing))
+    t = np.arange(int(0.5 * SR)) / SR
+    vowel = sum(0.1 / k * np.sin(2 * np.pi * 130 * k * t) for k in range(1, 12))
+    breath = 0.05 * np.random.default_rng(3).standard_normal(len(t))
+    for sound, silent in [(breath, True), (vowel, not voicing)]:
+        u = Run(0)
+        u.append(np.concatenate([np.zeros(3 * SR), sound, np.zeros(SR // 2)]).astype(np.float32))
+        u.ends = {4 * SR: EndMark(int(3.5 * SR), 3 * SR)}
+        assert judge.all_doubt(u, [Word(" Sure.", 3.1, 3.5, 0.18)], 4.0, 0.56) == silent

@@ -1,0 +1,83 @@
+"""Voicing: a vowel repeats itself at a pitch period; a breath, a click, noise and a hum don't.
+The rule that drops an end decode Whisper doubts word for word (``doubted_end_*``) asks it."""
+
+import numpy as np
+import pytest
+from conftest import espeak, load16k
+
+from whisperwire.server.vad import (SpeechEnd, SpeechStart, VadOptions, VadSegmenter,
+                                    webrtc_classifier)
+from whisperwire.server.voicing import VOICED, voiced, voicing
+
+SR = 16000
+
+
+def pulses(hz: float, seconds: float = 0.3) -> np.ndarray:
+    """A glottal-like pulse train through a crude vocal tract (a decaying resonance)."""
+    x = np.zeros(int(SR * seconds))
+    x[:: int(SR / hz)] = 1.0
+    ring = np.exp(-np.arange(200) / 40.0) * np.cos(2 * np.pi * 700 * np.arange(200) / SR)
+    return (0.2 * np.convolve(x, ring)[: len(x)]).astype(np.float32)
+
+
+def utterances(x: np.ndarray) -> list[np.ndarray]:
+    vo = VadOptions()
+    vad = VadSegmenter(vo, webrtc_classifier(vo.aggressiveness))
+    out, start = [], 0
+    for e in vad.feed(x) + vad.flush():
+        if isinstance(e, SpeechStart):
+            start = e.sample
+        elif isinstance(e, SpeechEnd):
+            out.append(x[start : e.sample])
+    return out
+
+
+@pytest.mark.parametrize("hz", [80, 120, 220, 350])
+def test_a_pitch_in_a_voice_s_range_is_voiced(hz):
+    assert voiced(pulses(hz))
+
+
+def test_noise_silence_and_too_little_audio_are_not_voiced():
+    rng = np.random.default_rng(0)
+    assert not voiced((0.1 * rng.standard_normal(SR)).astype(np.float32))
+    assert not voiced(np.zeros(SR, np.float32))
+    assert voicing(pulses(120, 0.04)) == 0.0  # not two frames: nothing to judge
+    assert not voiced(np.zeros(0, np.float32))
+
+
+def test_one_periodic_frame_is_not_a_voice():
+    """A click rings for one frame; a vowel lasts two or more."""
+    rng = np.random.default_rng(1)
+    x = (0.05 * rng.standard_normal(SR)).astype(np.float32)
+    x[4800:5280] += pulses(120, 0.03)[:480] * 5
+    assert not voiced(x)
+
+
+def test_the_breath_that_opens_en_07_is_no_voice_and_its_speech_is():
+    """Whisper writes "Yeah." for en-07's first 0.69 s, a breath, and doubts it as much as
+    espeak's lone "Sure.": the audio tells them apart."""
+    first, *rest = utterances(load16k("real/en-07.wav"))
+    assert len(first) < 0.8 * SR
+    assert voicing(first) < VOICED - 0.1
+    assert all(voicing(u) > VOICED + 0.1 for u in rest)
+
+
+@pytest.mark.parametrize("text", ["Sure.", "I agree.", "Hmm."])
+def test_short_answers_are_voiced(text):
+    assert voicing(espeak(text)) > VOICED + 0.1
+
+
+def test_every_utterance_of_the_noisy_archival_interview_is_voiced():
+    """en-03: a 1949 field recording, its noise floor 18 dB below the speech (its weakest
+    utterance 0.77)."""
+    us = utterances(load16k("real/en-03.wav"))
+    assert len(us) > 10
+    assert min(voicing(u) for u in us) > VOICED + 0.1
+
+
+def test_the_bench_s_clicks_bursts_and_hum_are_not_voiced():
+    from bench.nonspeech import sounds
+
+    snd = sounds()
+    for name in ["clicks", "noise bursts", "hum 50 Hz"]:
+        assert voicing(snd[name]) < VOICED - 0.1, name
