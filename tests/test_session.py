@@ -2058,7 +2058,9 @@ def test_a_doubted_sliver_with_a_voice_in_it_is_said(voicing):
     vowel = sum(0.1 / k * np.sin(2 * np.pi * 130 * k * t) for k in range(1, 12))
     breath = 0.05 * np.random.default_rng(3).standard_normal(len(t))
     for sound, silent in [(breath, True), (vowel, not voicing)]:
-        u = Run(0)
-        u.append(np.concatenate([np.zeros(3 * SR), sound, np.zeros(SR // 2)]).astype(np.float32))
+        u = Run(0)  # (a voice earlier in the run is not the utterance's)
+        u.append(np.concatenate([np.zeros(SR), vowel, np.zeros(int(1.5 * SR)), sound,
+                                 np.zeros(SR // 2)]).astype(np.float32))
         u.ends = {4 * SR: EndMark(int(3.5 * SR), 3 * SR)}
         assert judge.all_doubt(u, [Word(" Sure.", 3.1, 3.5, 0.18)], 4.0, 0.56) == silent
+

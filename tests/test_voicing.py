@@ -27,8 +27,8 @@ def utterances(x: np.ndarray) -> list[np.ndarray]:
     for e in vad.feed(x) + vad.flush():
         if isinstance(e, SpeechStart):
             start = e.sample
-        elif isinstance(e, SpeechEnd):
-            out.append(x[start : e.sample])
+        elif isinstance(e, SpeechEnd):  # (to where its sound stopped, as the rule judges it)
+            out.append(x[start : e.spoken_to or e.sample])
     return out
 
 
@@ -45,11 +45,10 @@ def test_noise_silence_and_too_little_audio_are_not_voiced():
     assert not voiced(np.zeros(0, np.float32))
 
 
-def test_one_periodic_frame_is_not_a_voice():
-    """A click rings for one frame; a vowel lasts two or more."""
-    rng = np.random.default_rng(1)
-    x = (0.05 * rng.standard_normal(SR)).astype(np.float32)
-    x[4800:5280] += pulses(120, 0.03)[:480] * 5
+def test_low_rumble_is_not_a_voice():
+    """Noise below a few hundred hertz (wind, handling) correlates at short lags."""
+    rng = np.random.default_rng(4)
+    x = np.convolve(rng.standard_normal(SR), np.ones(40) / 40, "same") * 0.05
     assert not voiced(x)
 
 
@@ -60,6 +59,16 @@ def test_the_breath_that_opens_en_07_is_no_voice_and_its_speech_is():
     assert len(first) < 0.8 * SR
     assert voicing(first) < VOICED - 0.1
     assert all(voicing(u) > VOICED + 0.1 for u in rest)
+
+
+@pytest.mark.parametrize("hum", ["dc", 50, 60, 100, 120])
+def test_a_dc_offset_or_mains_hum_does_not_make_a_breath_a_voice(hum):
+    """A microphone's DC offset or a hum under the breath correlates at any short lag: before
+    the high-pass they made en-07's breath read 0.88-0.92."""
+    first = utterances(load16k("real/en-07.wav"))[0].astype(np.float64)
+    t = np.arange(len(first)) / SR
+    x = first + (0.003 if hum == "dc" else 0.005 * np.sin(2 * np.pi * hum * t))
+    assert voicing(x) < VOICED - 0.1
 
 
 @pytest.mark.parametrize("text", ["Sure.", "I agree.", "Hmm."])
@@ -75,9 +84,10 @@ def test_every_utterance_of_the_noisy_archival_interview_is_voiced():
     assert min(voicing(u) for u in us) > VOICED + 0.1
 
 
-def test_the_bench_s_clicks_bursts_and_hum_are_not_voiced():
+def test_the_bench_s_clicks_bursts_and_hum_are_not_voiced_at_any_frame_alignment():
     from bench.nonspeech import sounds
 
     snd = sounds()
     for name in ["clicks", "noise bursts", "hum 50 Hz"]:
-        assert voicing(snd[name]) < VOICED - 0.1, name
+        for shift in range(0, 480, 40):  # wherever the frames fall
+            assert voicing(snd[name][shift:]) < VOICED - 0.1, (name, shift)
