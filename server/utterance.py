@@ -126,7 +126,8 @@ class Run:
         if len(self.chunks) > 1:
             self.chunks = [np.concatenate(self.chunks)]
         buf = self.chunks[0] if self.chunks else np.zeros(0, np.float32)
-        return buf[a - self.base : b - self.base]
+        # (from the first sample held: a position before it must not wrap to the buffer's end)
+        return buf[max(a - self.base, 0) : max(b - self.base, 0)]
 
     def mute(self, a: int, b: int) -> None:
         """Make stream samples ``a`` to ``b`` digital silence, as the pauses between joined
