@@ -136,6 +136,12 @@ def heard_again(req: DecodeRequest, out: list[Word], keys: list[str], prefix: li
     while first < len(out) and centre(out[first]) < committed_end and (
             out[first].end < committed_end - REREAD_SLACK_S or rereads(tail, keys[first:])):
         first += 1
+    # A re-read that ends on the last final word may stretch that word from inside the final
+    # audio past its end (en-04: "You, are." final, "are." at 16.57-17.21; then "You are."
+    # with "You" squeezed at 16.96 and "are." at 16.96-17.72): that word is final already
+    if (0 < first < len(out) and tail and keys[first] == tail[-1]
+            and keys[first - 1] in tail[-3:-1] and out[first].start < committed_end):
+        first += 1
     # A retry without the prefix reads the final words again, and the aligner may stretch the
     # last of them from the final audio's end into the pause after it (en-07: "... on a plane"
     # final, then "... on the plane." with "plane." at 16.99-17.87): that is the last final

@@ -2064,3 +2064,28 @@ def test_a_doubted_sliver_with_a_voice_in_it_is_said(voicing):
         u.ends = {4 * SR: EndMark(int(3.5 * SR), 3 * SR)}
         assert judge.all_doubt(u, [Word(" Sure.", 3.1, 3.5, 0.18)], 4.0, 0.56) == silent
 
+
+@pytest.mark.parametrize("words, said", [
+    # traced on en-04 in real time: "You, are." final, "are." at 16.57-17.21 s; the next step
+    # read "You are." again, "You" squeezed at 16.96 and "are." stretched from inside the
+    # final audio to 17.72: "You, are. are." was final
+    ([(" You", 16.96, 16.96), (" are.", 16.96, 17.72)], []),
+    # the speaker says "are" once more, after the final one: new
+    ([(" are.", 17.30, 17.72)], ["are."]),
+    ([(" You", 16.96, 16.96), (" are", 17.25, 17.60), (" here.", 17.6, 18.0)], ["are", "here."]),
+    # a re-read of other words that ends on another word: only the re-read goes
+    ([(" You", 16.96, 16.96), (" were.", 16.96, 17.72)], ["were."]),
+])
+def test_the_last_final_word_a_re_read_stretches_past_its_end_is_not_said_again(words, said):
+    from whisperwire.server.agreement import unit_key
+    from whisperwire.server.rereads import heard_again
+
+    committed = [Word(" may", 12.15, 12.71, 0.8), Word(" not", 12.71, 12.75, 0.8),
+                 Word(" be", 12.75, 13.49, 0.8), Word(" You,", 15.85, 16.01, 0.6),
+                 Word(" are.", 16.57, 17.21, 0.3)]
+    req = DecodeRequest(1, np.zeros(16000 * 10, np.float32), 9.22,
+                        prefix=" may not be You, are.")
+    out = [Word(w, a, b, 0.6) for w, a, b in words]
+    keys = [unit_key(w.word) for w in out]
+    first = heard_again(req, out, keys, ["may", "not", "be", "you", "are"], committed, 17.21)
+    assert [w.word.strip() for w in out[first:]] == said
