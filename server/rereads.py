@@ -91,6 +91,8 @@ SAME_END = 3
 REREAD_UNITS = 8
 REREAD_SLACK_S = 0.3
 REREAD_STRETCH_S = 0.05
+# ... and a stretched last final word starts at least this far inside it (stretched)
+REREAD_INSIDE_S = 0.15
 
 
 def rereads(tail: list[str], keys: list[str]) -> bool:
@@ -136,21 +138,34 @@ def heard_again(req: DecodeRequest, out: list[Word], keys: list[str], prefix: li
     while first < len(out) and centre(out[first]) < committed_end and (
             out[first].end < committed_end - REREAD_SLACK_S or rereads(tail, keys[first:])):
         first += 1
-    # A re-read that ends on the last final word may stretch that word from inside the final
-    # audio past its end (en-04: "You, are." final, "are." at 16.57-17.21; then "You are."
-    # with "You" squeezed at 16.96 and "are." at 16.96-17.72): that word is final already
-    if (0 < first < len(out) and tail and keys[first] == tail[-1]
-            and keys[first - 1] in tail[-3:-1] and out[first].start < committed_end):
+    if stretched(out, keys, first, tail, committed_end):
         first += 1
     # A retry without the prefix reads the final words again, and the aligner may stretch the
     # last of them from the final audio's end into the pause after it (en-07: "... on a plane"
     # final, then "... on the plane." with "plane." at 16.99-17.87): that is the last final
     # word again, not a new one
-    if (not req.prefix and first < len(out) and committed
+    elif (not req.prefix and first < len(out) and committed
             and keys[first] == unit_key(committed[-1].word)
             and out[first].start <= committed_end + REREAD_STRETCH_S):
         first += 1
     return first
+
+
+def stretched(out: list[Word], keys: list[str], first: int, tail: list[str],
+              committed_end: float) -> bool:
+    """``out[first]`` is the last final word again, stretched from well inside the final audio
+    past its end, after the aligner squeezed the word before it to no time: Whisper read the
+    end of its prefix again (en-04: "You, are." final, "are." at 16.57-17.21; then "You are."
+    with "You" squeezed at 16.96 and "are." at 16.96-17.72; "You, are. are." was final). A
+    word that starts less than ``REREAD_INSIDE_S`` inside, or after a re-read word with time,
+    may be the speaker saying it again ("that that", the aligner's start 0.05 s early); and
+    not in unspaced scripts, where one character (的, 了, 是) begins many words."""
+    if not 0 < first < len(out) or not tail or keys[first] != tail[-1]:
+        return False
+    w = out[first]
+    return (keys[first - 1] in tail[-3:-1] and squeezed(out[first - 1])
+            and w.start <= committed_end - REREAD_INSIDE_S
+            and not any(is_unspaced(c) for c in w.word))
 
 
 def drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str],

@@ -2075,6 +2075,10 @@ def test_a_doubted_sliver_with_a_voice_in_it_is_said(voicing):
     ([(" You", 16.96, 16.96), (" are", 17.25, 17.60), (" here.", 17.6, 18.0)], ["are", "here."]),
     # a re-read of other words that ends on another word: only the re-read goes
     ([(" You", 16.96, 16.96), (" were.", 16.96, 17.72)], ["were."]),
+    # the speaker's "are" again, the aligner's start a little inside the final audio
+    ([(" You", 16.96, 16.96), (" are", 17.16, 17.60), (" here.", 17.6, 18.0)], ["are", "here."]),
+    # after a re-read word with time ("you" said again, then "are" again): the speaker's own
+    ([(" you", 16.60, 16.95), (" are", 16.95, 17.60)], ["are"]),
 ])
 def test_the_last_final_word_a_re_read_stretches_past_its_end_is_not_said_again(words, said):
     from whisperwire.server.agreement import unit_key
@@ -2089,3 +2093,25 @@ def test_the_last_final_word_a_re_read_stretches_past_its_end_is_not_said_again(
     keys = [unit_key(w.word) for w in out]
     first = heard_again(req, out, keys, ["may", "not", "be", "you", "are"], committed, 17.21)
     assert [w.word.strip() for w in out[first:]] == said
+
+
+def test_a_speaker_s_word_said_twice_after_a_re_read_is_not_a_stretched_final_word():
+    """Reviewed: "I know that" final to 9.0 s, then "know" read again inside it and the
+    speaker's second "that" from 8.95 s; and in Chinese, where one character begins many
+    words, "这是我的" final, then 我 squeezed and 的确 from 8.95 s."""
+    from whisperwire.server.rereads import heard_again
+
+    req = DecodeRequest(1, np.zeros(16000 * 10, np.float32), 1.0, prefix=" I know that")
+    committed = [Word(" I", 8.0, 8.3, 0.9), Word(" know", 8.3, 8.7, 0.9),
+                 Word(" that", 8.7, 9.0, 0.9)]
+    out = [Word(" know", 8.9, 8.95, 0.8), Word(" that", 8.95, 9.3, 0.8),
+           Word(" is", 9.3, 9.5, 0.9), Word(" right.", 9.5, 9.9, 0.9)]
+    first = heard_again(req, out, ["know", "that", "is", "right"], ["i", "know", "that"],
+                        committed, 9.0)
+    assert [w.word for w in out[first:]] == [" that", " is", " right."]
+
+    req = DecodeRequest(1, np.zeros(16000 * 10, np.float32), 1.0, prefix="这是我的")
+    committed = [Word(c, 8.0 + 0.25 * i, 8.25 + 0.25 * i, 0.9) for i, c in enumerate("这是我的")]
+    out = [Word("我", 8.95, 8.95, 0.8), Word("的", 8.95, 9.175, 0.8), Word("确", 9.175, 9.4, 0.8)]
+    first = heard_again(req, out, ["我", "的", "确"], list("这是我的"), committed, 9.0)
+    assert [w.word for w in out[first:]] == ["的", "确"]
