@@ -28,9 +28,12 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .agreement import unit_key
 from .cores import usable_cores
 from .decoding import DecodeRequest, DecodeResult
 from .models import EMBEDDED, resolve_model
+from .rereads import loop_start
+from .text import split_units as split_text_units
 from .wire import Word
 
 __all__ = ["Engine", "EngineOptions", "EngineStats", "resolve_model"]
@@ -572,7 +575,8 @@ class Engine:
             if plan.fallback and self._needs_fallback(t, tokens, avg_lp, nsp):
                 self._count(fallbacks=1)
                 own = encs[i] if encs else self._encode(feats[i : i + 1])[0]
-                tokens, avg_lp = self._fallback(own, prompts[i], t, tokens, avg_lp, plan)
+                tokens, avg_lp = self._fallback(own, prompts[i], t, tokens, avg_lp, plan,
+                                                len(pre[i]))
             results.append((tokens, avg_lp, nsp))
         # results hold prefix + new tokens: align them all (the prefix anchors the timing),
         # then keep the words after the prefix
@@ -665,7 +669,7 @@ class Engine:
 
     def _fallback(
         self, enc: Any, prompt: list[int], tok: Any, tokens: list[int], avg_lp: float,
-        plan: _Plan,
+        plan: _Plan, n_prefix: int = 0,
     ) -> tuple[list[int], float]:
         """Whisper's temperature fallback for one item (``enc``: its encoder output) whose
         beam decode looped or was unsure; the most likely candidate that does not loop wins.
@@ -678,16 +682,27 @@ class Engine:
         scores higher only for repeating itself more surely. jfk's first 2.5 s ("And so my
         fellow Americans" and a pause) loops at every temperature; picking the likeliest loop
         gave "And so am I fellow Americans" in two runs of four, and jfk replayed at +0.2 s
-        scored 0.0, 9.1, 18.2, 22.7 or 31.8 % WER by the draws (one of them failed CI)."""
+        scored 0.0, 9.1, 18.2, 22.7 or 31.8 % WER by the draws (one of them failed CI).
+
+        A loop is also what the session's loop guard calls one (a phrase said again and again,
+        after the ``n_prefix`` forced tokens), not only text that compresses well: a sampled
+        "And so my fellow Americans." said three times compresses by less than 2.4 and was
+        taken, where the beam's loop went on for five turns."""
         from faster_whisper.transcribe import get_compression_ratio
+
+        def loops(toks: list[int]) -> bool:
+            keys = [unit_key(u) for u in split_text_units(
+                tok.decode([t for t in toks[n_prefix:] if t < tok.eot]))]
+            return loop_start([], keys) < len(keys)
 
         cands = [(tokens, avg_lp)]
         for temp in self.opt.temperatures[1:]:
             toks, lp, nsp = self._generate(enc, [prompt], temp, plan)[0]
             cands.append((toks, lp))
-            if not self._needs_fallback(tok, toks, lp, nsp):
+            if not self._needs_fallback(tok, toks, lp, nsp) and not loops(toks):
                 return toks, lp
-        ok = [c for c in cands if get_compression_ratio(tok.decode(c[0])) <= self.opt.compression_ratio_threshold]
+        ok = [c for c in cands if not loops(c[0]) and get_compression_ratio(
+            tok.decode(c[0])) <= self.opt.compression_ratio_threshold]
         return max(ok, key=lambda c: c[1]) if ok else cands[0]
 
     def _words(

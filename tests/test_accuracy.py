@@ -245,3 +245,32 @@ def test_a_client_s_own_prompt_is_given_whole_however_long_the_session(live_serv
         assert previous[: len(own)] == own and len(previous) == n
         history = tok.encode(" " + r.prompt)
         assert previous[len(own) :] == history[len(own) - n :]
+
+
+@pytest.mark.timeout(120)
+def test_a_sampled_retry_that_says_a_phrase_again_and_again_is_no_way_out_of_a_loop():
+    """CI drew it once: for jfk's first words the beam loops, and a sampled retry said "And so
+    my fellow Americans." three times, which compresses by only 2.13 (under the 2.4 that
+    calls a loop), so it was taken where every other run kept the beam's. A loop is also what
+    the session's loop guard calls one. The draw is pinned here: every sampled retry returns
+    that three-turn text, sure of it."""
+    from whisperwire.server.engine import Engine, EngineOptions
+
+    engine = Engine(EngineOptions(cpu_threads=1))
+    engine.load()
+    audio = np.concatenate([np.zeros(2240, np.float32), load16k("jfk.wav")[:37600]])
+    beam = engine.decode_batch([DecodeRequest(0, audio, 0.0, careful=True, final=True)])[0]
+    real = engine._generate
+    three = " And so my fellow Americans. And so my fellow Americans. And so my fellow Americans."
+
+    def sampled_loop(enc, prompts, temperature, plan, n_prefix=None):  # type: ignore[no-untyped-def]
+        if temperature == 0:
+            return real(enc, prompts, temperature, plan, n_prefix)
+        tok = engine._tokenizer("transcribe", "en")
+        return [(tok.encode(three) + [tok.eot], -0.2, 0.01) for _ in prompts]
+
+    engine._generate = sampled_loop  # type: ignore[method-assign]
+    fallbacks = engine.stats.fallbacks
+    got = engine.decode_batch([DecodeRequest(1, audio, 0.0, careful=True, final=True)])[0]
+    assert engine.stats.fallbacks == fallbacks + 1  # the beam looped, and was retried
+    assert got.text == beam.text != three.strip()
