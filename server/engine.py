@@ -695,15 +695,16 @@ class Engine:
                 tok.decode([t for t in toks[n_prefix:] if t < tok.eot]))]
             return loop_start([], keys) < len(keys)
 
-        cands = [(tokens, avg_lp)]
+        cands = [(tokens, avg_lp, loops(tokens))]
         for temp in self.opt.temperatures[1:]:
             toks, lp, nsp = self._generate(enc, [prompt], temp, plan)[0]
-            cands.append((toks, lp))
-            if not self._needs_fallback(tok, toks, lp, nsp) and not loops(toks):
+            cands.append((toks, lp, loops(toks)))
+            if not cands[-1][2] and not self._needs_fallback(tok, toks, lp, nsp):
                 return toks, lp
-        ok = [c for c in cands if not loops(c[0]) and get_compression_ratio(
+        ok = [c for c in cands if not c[2] and get_compression_ratio(
             tok.decode(c[0])) <= self.opt.compression_ratio_threshold]
-        return max(ok, key=lambda c: c[1]) if ok else cands[0]
+        best = max(ok, key=lambda c: c[1]) if ok else cands[0]
+        return best[0], best[1]
 
     def _words(
         self,
