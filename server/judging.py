@@ -12,8 +12,8 @@ from .agreement import join_words, split_units, unit_key
 from .audio import MODEL_RATE
 from .decoding import DecodeRequest, DecodeResult
 from .rereads import (REREAD_UNITS, centre, drop_unsure_echoes, heard_again, loop_start,
-                      repeated_head, restarted_head, spoken, squeezed, squeezed_runs,
-                      unsaid_words, words_from)
+                      repeated_head, restarted_head, spoken, spoken_repeats, squeezed,
+                      squeezed_runs, unsaid_words, words_from)
 from .stream_options import StreamOptions
 from .text import is_unspaced
 from .text import split_units as text_units
@@ -198,6 +198,8 @@ class Judge:
         # audio (en-06: "Does he" final, then "know the biscuit? Does he know the biscuit?",
         # the second "know the biscuit?" squeezed: cut after it, "Does he" was said twice)
         cut = loop_start(prefix, keys)
+        if not self.degenerate(r):  # (a decode that ran on saying it is Whisper's loop)
+            cut = spoken_repeats(prefix, out, keys, cut)
         kept = [w for w in out[:cut] if id(w) not in unsaid]
         trimmed = cut < len(keys) or len(kept) < new or first + new < len(r.words)
         if not trimmed and r.compression_ratio > o.compression_ratio_threshold:

@@ -14,8 +14,8 @@ from .text import is_unspaced
 from .wire import Word
 
 __all__ = ["centre", "drop_unsure_echoes", "heard_again", "loop_start", "repeated_head",
-           "rereads", "restarted_head", "spoken", "squeezed", "squeezed_runs", "unsaid_words",
-           "words_from"]
+           "rereads", "restarted_head", "spoken", "spoken_repeats", "squeezed", "squeezed_runs",
+           "unsaid_words", "words_from"]
 
 
 def loop_start(prefix: list[str], keys: list[str]) -> int:
@@ -40,6 +40,40 @@ def loop_start(prefix: list[str], keys: list[str]) -> int:
                 continue
             return max(0, p - n0)
     return len(keys)
+
+
+# A speaker says a word or two this many times in a row ("No, no, no.", "Go, go, go!")
+SPOKEN_REPEATS = 4
+
+
+def spoken_repeats(prefix: list[str], words: list[Word], keys: list[str], cut: int) -> int:
+    """Where the loop that :func:`loop_start` found at ``cut`` really starts, by the words'
+    times: a phrase of one or two units said three or four times in a row, each time given
+    time by the aligner, is a speaker repeating it, and the text alone cannot tell it from a
+    loop ("No, no, no." came out "No No"; "Go, go, go!" out "Go, go,"). Whisper's own loops go
+    on to the decode's token limit, the copies past the speech squeezed to no time ("go" 25
+    times, the last 22 at 1.80-1.80 s); one of those is a loop as before (and the caller asks
+    only of a decode whose text does not compress like a loop's). Where the repeats end, a
+    loop may still begin."""
+    seq = prefix + keys
+    n0, p = len(prefix), len(prefix) + cut
+    for length in (1, 2):
+        block = seq[p - length : p]
+        if p - length < 0 or seq[p : p + length] != block or (
+                block and all(is_unspaced(c) for u in block for c in u)):
+            continue
+        start = p - length
+        while start - length >= 0 and seq[start - length : start] == block:
+            start -= length
+        end = p
+        while seq[end : end + length] == block:
+            end += length
+        if (end - start) // length > SPOKEN_REPEATS or any(
+                squeezed(w) for w in words[max(start, n0) - n0 : end - n0]):
+            return cut
+        after = end - n0
+        return after + loop_start(seq[:end], keys[after:])
+    return cut
 
 
 def _loop_times(block: list[str]) -> int:
@@ -187,7 +221,9 @@ def drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str],
     while i < len(words):
         before = (prefix + kept_k)[-2:]
         pair = keys[i : i + 2]
-        if len(pair) == 2 and pair == before and any(unsure(w) for w in words[i : i + 2]):
+        # (one unit said again is the next rule's: "go, go, go" is no pair said twice)
+        if len(pair) == 2 and pair == before and pair[0] != pair[1] \
+                and any(unsure(w) for w in words[i : i + 2]):
             i += 2
             continue
         w, k = words[i], keys[i]

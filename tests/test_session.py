@@ -778,7 +778,7 @@ def test_a_reread_prefix_word_before_a_repeated_word_is_no_loop(flat):
 
 
 class LateLoopDecoder(ScriptedDecoder):
-    """The first reading of each full window loops on one word in the window's last second
+    """The first reading of each full window loops on one word in the window's last 1.2 s
     (the guards cut the loop, and no word is left before the window's kept tail)."""
 
     def __init__(self, truth):
@@ -792,8 +792,9 @@ class LateLoopDecoder(ScriptedDecoder):
             return good
         self.looped.add(end)
         w = good.words[0].word
-        loop = tuple(Word(w, req.duration - 1 + k * 0.2, req.duration - 0.9 + k * 0.2, 0.6)
-                     for k in range(4))
+        # (six times: said three or four times, each with time, it could be the speaker's)
+        loop = tuple(Word(w, req.duration - 1.2 + k * 0.2, req.duration - 1.1 + k * 0.2, 0.6)
+                     for k in range(6))
         return DecodeResult(loop, "", 0.01, -0.4, 2.0)
 
 
@@ -818,6 +819,48 @@ def test_a_reread_sentence_squeezed_past_the_final_audio_is_dropped():
     r = DecodeResult(tuple(Word(w, 9.38, 9.38, 0.9) for w in words)
                      + (Word(" salad.", 9.38, 9.48, 1.0),), "", 0.01, -0.05, 1.38)
     assert s.judge.accepted_words(req, r, 17.74, 17.13)[0] == []
+
+
+def test_a_word_a_speaker_says_three_times_is_no_loop():
+    """espeak's "Go, go, go!" in real time: the utterance-end decode (beam 5, 1.62 s from 0.78
+    s) says "Go, go, go, go!", every word given time, the last in a blink over the silence the
+    VAD heard after the speech (from 2.16 s). "Go, go," was final: the loop guard called the
+    third "go" a loop's start, and the echo guard took "go, go!" for the pair before it said
+    again. A decode that goes on saying it, squeezed past the speech (its text compressing
+    5:1), still loops."""
+    s = StreamSession(StreamOptions(), energy_vad())
+    req = DecodeRequest(1, np.zeros(int(16000 * 1.62), np.float32), 0.78, careful=True,
+                        final=True)
+    r = DecodeResult((Word(" Go,", 0.0, 0.72, 0.51), Word(" go,", 0.72, 1.10, 0.75),
+                      Word(" go,", 1.14, 1.30, 0.97), Word(" go!", 1.44, 1.48, 0.95)),
+                     "", 0.48, -0.4, 1.5)
+    kept = s.judge.accepted_words(req, r, 2.40, 0.0, silent_from=2.16)[0]
+    assert [w.word for w in kept] == [" Go,", " go,", " go,"]
+    loop = DecodeResult(r.words[:3] + tuple(Word(" go,", 1.30, 1.30, 0.9) for _ in range(20)),
+                        "", 0.48, -0.4, 5.0)
+    assert [w.word for w in s.judge.accepted_words(req, loop, 2.40, 0.0)[0]] == [" Go,", " go,"]
+
+
+@pytest.mark.parametrize(
+    "text, keep",
+    [
+        ("no no no", 3),  # a speaker's, each word with time
+        ("thank you thank you thank you", 6),
+        ("go go go go", 4),
+        ("go go go go go", 2),  # five times: a loop
+        ("no no no and so my and so my", 6),  # a loop may still start after the repeats
+        ("i said no no no", 5),
+    ],
+)
+def test_a_short_phrase_said_again_with_time_each_time_is_speech(text, keep):
+    from whisperwire.server.rereads import loop_start, spoken_repeats
+
+    keys = text.split()
+    timed = [Word(" " + k, i * 0.3, i * 0.3 + 0.25, 0.9) for i, k in enumerate(keys)]
+    assert spoken_repeats([], timed, keys, loop_start([], keys)) == keep
+    squeezed = timed[:2] + [Word(w.word, 9.0, 9.0, 0.9) for w in timed[2:]]
+    if text.startswith("no no no"):  # the same words squeezed to no time: Whisper's loop
+        assert spoken_repeats([], squeezed, keys, loop_start([], keys)) == 2
 
 
 def test_a_sure_echo_the_aligner_cannot_place_is_dropped():
