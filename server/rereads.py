@@ -111,6 +111,8 @@ def restarted_head(prefix: list[str], keys: list[str]) -> int:
 
 
 ECHO_PROBABILITY = 0.5
+# ... unless it takes this long to say (takes_its_time)
+ECHO_SAID_S = 0.2
 # ... and one said again in less time than this (and than a third of the first saying) is an
 # echo however sure of it Whisper is (:func:`hurried`)
 ECHO_HURRIED_S = 0.12
@@ -206,9 +208,9 @@ def drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str],
                        silent_from: float = float("inf")) -> tuple[list[Word], list[str]]:
     """Words that only say the unit or two units before them again, and that Whisper itself
     doubts or the aligner cannot place: over the silence after an utterance it echoes its last
-    word ("Yummy." then "Yummy.", p=0.44, or p=0.89 squeezed into the window's last instant) or
-    its last two ("Ask not. Ask not.", the second "Ask" squeezed to no time, jfk), where a
-    speaker's own "no, no" comes out sure and takes time to say. Nor is an echo placed in
+    word ("Yummy." then "Yummy.", p=0.44 for 0.08 s, or p=0.89 squeezed into the window's last
+    instant) or its last two ("Ask not. Ask not.", the second "Ask" squeezed to no time, jfk),
+    where a speaker's own "no, no" comes out sure or takes time to say. Nor is an echo placed in
     what the VAD heard as the silence after the speech (``silent_from``, at an utterance's end)
     said, however sure: espeak's lone "Maybe." came out "Maybe... Maybe...", the second at
     p=0.74 over the hangover; a speaker's second "no" is speech the VAD hears."""
@@ -227,14 +229,23 @@ def drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str],
             i += 2
             continue
         w, k = words[i], keys[i]
-        if k and before and k == before[-1] and (w.probability < ECHO_PROBABILITY or unsure(w)
-                                                 or hurried(w, kept_w)):
+        if k and before and k == before[-1] and (unsure(w) or hurried(w, kept_w) or (
+                w.probability < ECHO_PROBABILITY and not takes_its_time(w, kept_w))):
             i += 1
             continue
         kept_w.append(w)
         kept_k.append(k)
         i += 1
     return kept_w, kept_k
+
+
+def takes_its_time(w: Word, kept: list[Word]) -> bool:
+    """``w``, saying the word before it again, takes ``ECHO_SAID_S`` or more and at least half
+    that word's time: the speaker's "Bye bye." (the second "bye." at 1.32-1.78 s, p 0.46, after
+    "Bye" at 0.78-1.32 s), said however much Whisper doubts it, where its doubted echo of
+    "Yummy." lasted 0.08 s."""
+    d = w.end - w.start
+    return d >= ECHO_SAID_S and (not kept or d >= (kept[-1].end - kept[-1].start) / 2)
 
 
 def hurried(w: Word, kept: list[Word]) -> bool:

@@ -863,6 +863,25 @@ def test_a_short_phrase_said_again_with_time_each_time_is_speech(text, keep):
         assert spoken_repeats([], squeezed, keys, loop_start([], keys)) == 2
 
 
+def test_a_word_said_twice_is_said_twice_however_much_whisper_doubts_the_second():
+    """espeak's "Bye bye, see you tomorrow." in real time: the utterance-end decode says "Bye
+    bye. See you tomorrow.", the second "bye." doubted (p 0.46) but 0.46 s long, as long as
+    the first: "Bye See you tomorrow." was final at every start offset. A doubted echo said in
+    a blink (0.08 s) still goes."""
+    s = StreamSession(StreamOptions(), energy_vad())
+    req = DecodeRequest(1, np.zeros(int(16000 * 1.95), np.float32), 0.78, careful=True,
+                        final=True)
+    said = (Word(" Bye", 0.0, 0.54, 0.80), Word(" bye.", 0.54, 1.00, 0.46),
+            Word(" See", 1.02, 1.20, 0.97), Word(" you", 1.20, 1.40, 0.99),
+            Word(" tomorrow.", 1.40, 1.64, 1.0))
+    r = DecodeResult(said, "", 0.24, -0.3, 1.2)
+    kept = s.judge.accepted_words(req, r, 2.73, 0.0, silent_from=2.49)[0]
+    assert [w.word for w in kept] == [w.word for w in said]
+    blink = (said[0], Word(" bye.", 0.54, 0.62, 0.46)) + said[2:]
+    kept = s.judge.accepted_words(req, replace(r, words=blink), 2.73, 0.0, silent_from=2.49)[0]
+    assert [w.word for w in kept] == [" Bye", " See", " you", " tomorrow."]
+
+
 def test_a_sure_echo_the_aligner_cannot_place_is_dropped():
     """"Yummy." final, then the utterance-end decode says "Yummy." again, sure (p=0.89) but
     with no duration at the window's very end."""
