@@ -223,9 +223,11 @@ def drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str],
     while i < len(words):
         before = (prefix + kept_k)[-2:]
         pair = keys[i : i + 2]
-        # (one unit said again is the next rule's: "go, go, go" is no pair said twice)
-        if len(pair) == 2 and pair == before and pair[0] != pair[1] \
-                and any(unsure(w) for w in words[i : i + 2]):
+        # (one unit said again is the next rule's: "go, go, go" is no pair said twice); an
+        # echo begins where nothing is said: a pair whose first word has time in the speech is
+        # the speaker's ("Thank you. Thank you.", the second "you." running on past where the
+        # VAD heard the speech stop)
+        if len(pair) == 2 and pair == before and pair[0] != pair[1] and unsure(words[i]):
             i += 2
             continue
         w, k = words[i], keys[i]

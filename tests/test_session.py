@@ -882,6 +882,25 @@ def test_a_word_said_twice_is_said_twice_however_much_whisper_doubts_the_second(
     assert [w.word for w in kept] == [" Bye", " See", " you", " tomorrow."]
 
 
+def test_a_pair_said_again_with_time_is_said_though_it_runs_past_the_vad_s_end():
+    """espeak's "Thank you, thank you." in real time: the utterance-end decode says "Thank you.
+    Thank you.", the second "Thank" at 1.86-2.12 s, "you." at 2.12-2.52 s, past where the VAD
+    heard the speech stop (2.31 s): the pair counted as an echo over the silence, and "Thank
+    you." was final. An echo begins where nothing is said; "Ask not. Ask not." with its second
+    "Ask" squeezed to no time still goes."""
+    s = StreamSession(StreamOptions(), energy_vad())
+    req = DecodeRequest(1, np.zeros(int(16000 * 1.77), np.float32), 0.78, careful=True,
+                        final=True)
+    said = (Word(" Thank", 0.0, 0.68, 0.90), Word(" you.", 0.68, 1.04, 0.74),
+            Word(" Thank", 1.08, 1.34, 0.98), Word(" you.", 1.34, 1.74, 0.98))
+    r = DecodeResult(said, "", 0.72, -0.3, 1.2)
+    kept = s.judge.accepted_words(req, r, 2.55, 0.0, silent_from=2.31)[0]
+    assert [w.word for w in kept] == [w.word for w in said]
+    echo = said[:2] + (Word(" Thank", 1.04, 1.04, 0.98), said[3])
+    kept = s.judge.accepted_words(req, replace(r, words=echo), 2.55, 0.0, silent_from=2.31)[0]
+    assert [w.word for w in kept] == [" Thank", " you."]
+
+
 def test_a_sure_echo_the_aligner_cannot_place_is_dropped():
     """"Yummy." final, then the utterance-end decode says "Yummy." again, sure (p=0.89) but
     with no duration at the window's very end."""
