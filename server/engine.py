@@ -103,13 +103,20 @@ class EngineOptions:
     # 25.1 % with 30 s; flat out 20.7 % instead of 21.9 %: Whisper tiny drops and skips words
     # near the end of a short window padded with 20 s of silence)
     encoder_granularity_s: float = 2.0
-    # A careful decode's encoder input at least this long (0: no minimum). A lone word in 4 s
-    # comes out twice ("Hello? Hello?", "No. No.", the second copy squeezed to no time, or
-    # "Maybe... Maybe...") and doubted, where in 8 s or 30 s it comes once, as offline. With 8:
-    # real/ replayed in real time 22.24 -> 21.75 % (en-03 52.1 -> 49.8, en-06 19.7 -> 18.0),
-    # flat out word for word the same, but zh/ with base zh-06 0.0 -> 21.4 % and zh-07 42.3 ->
-    # 50.0 % (a short opening read as "踏车 踏"): off (docs/performance.md, stop 46).
-    careful_min_encoder_s: float = 0.0
+    # A careful decode of a window this short or shorter (a phrase said alone), with an
+    # English-only model, gets an encoder input of at least ``careful_min_encoder_s`` (0: no
+    # minimum). In the 4 s it would get, tiny.en says a lone word twice ("Hello? Hello?", "No.
+    # No.", the second copy squeezed to no time, "Maybe... Maybe...") or loops on a phrase said
+    # twice ("Come on, come on." read "come on" over and over and judged no speech: nothing was
+    # final at two start offsets of three; "No No No No No No No" for "No, no, no."); in 8 s or
+    # 30 s it reads them as offline. Replayed: real/ in real time 21.21 -> 20.85 % (en-03 50.2
+    # -> 48.3), flat out and under load word for word the same but for en-02/en-03 under load,
+    # which move by their sampled fallbacks' draws (docs/performance.md, stop 51). Every careful
+    # decode (``careful_short_s`` 0) moved en-06 under load 18.0 -> 24.6 %; and with a
+    # multilingual model, base on zh/ read zh-06's short opening "他称他" as "踏车 踏" (0.0 ->
+    # 21.4 %, stop 46): not for those.
+    careful_short_s: float = 2.0
+    careful_min_encoder_s: float = 8.0
     temperatures: tuple[float, ...] = (0.0, 0.2, 0.4)
     compression_ratio_threshold: float = 2.4
     logprob_threshold: float = -1.0
@@ -531,7 +538,9 @@ class Engine:
     def _plan(self, r: DecodeRequest, prompt_len: int) -> _Plan:
         cap_frames = self._frames_for(r.duration, self.opt.encoder_granularity_s or 2.0)
         frames = self._frames_for(r.duration)
-        if r.careful and self.opt.encoder_granularity_s > 0 and self.opt.careful_min_encoder_s:
+        if r.careful and self.opt.encoder_granularity_s > 0 and self.opt.careful_min_encoder_s \
+                and (not self.opt.careful_short_s or r.duration <= self.opt.careful_short_s) \
+                and not self._wm.model.is_multilingual:
             frames = min(MAX_FRAMES, max(frames, int(self.opt.careful_min_encoder_s
                                                      * FRAMES_PER_SECOND)))
         return _Plan(

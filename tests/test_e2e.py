@@ -203,6 +203,23 @@ def test_a_lone_one_word_answer_is_said_once(live_server, word):
     assert normalize(res.text) == normalize(word), res.text
 
 
+@pytest.mark.parametrize("phrase", ["No, no, no.", "Come on, come on.", "Thank you, thank you.",
+                                    "Yeah, yeah, I know.", "Bye bye, see you tomorrow."])
+def test_a_phrase_said_again_is_said_as_often_as_it_was(live_server, phrase):
+    """People say a word or two again, and again ("No, no, no."). Before, the guards against
+    Whisper's own repeats took them for it: "No, no, no." came out "No No" (a word said three
+    times was a loop), "Bye bye, see you tomorrow." "Bye See you tomorrow." (the second "bye"
+    doubted), "Thank you, thank you." "Thank you." (its second "you." ran on past where the VAD
+    heard the speech stop). And tiny.en, reading the short utterance in a 4 s encoder input,
+    looped on "Come on, come on." until it was judged no speech: nothing was said."""
+    from conftest import espeak
+
+    x = np.concatenate([np.zeros(16000, np.float32), espeak(phrase),
+                        np.zeros(32000, np.float32)])
+    res = stream(live_server, s16(x), speed=1.0)
+    assert normalize(res.text) == normalize(phrase), res.text
+
+
 @pytest.mark.parametrize("rate", [8000, 48000])
 def test_other_sample_rates(live_server, rate):
     audio = at_rate(load16k("jfk.wav"), rate)
