@@ -192,14 +192,14 @@ class Judge:
         out, keys = out[skip:], keys[skip:]
         first = heard_again(req, out, keys, prefix, committed or [], committed_end)
         out, keys = out[first:], keys[first:]
-        new = len(out)
+        new, heard = len(out), out
         out, keys = drop_unsure_echoes(prefix, out, keys, silent_from)
         # a loop is cut where it starts, also when the aligner squeezed its repeat past the
         # audio (en-06: "Does he" final, then "know the biscuit? Does he know the biscuit?",
         # the second "know the biscuit?" squeezed: cut after it, "Does he" was said twice)
         cut = loop_start(prefix, keys)
         if not self.degenerate(r):  # (a decode that ran on saying it is Whisper's loop)
-            cut = spoken_repeats(prefix, out, keys, cut)
+            cut = spoken_repeats(prefix, out, keys, cut, heard)
         kept = [w for w in out[:cut] if id(w) not in unsaid]
         trimmed = cut < len(keys) or len(kept) < new or first + new < len(r.words)
         if not trimmed and r.compression_ratio > o.compression_ratio_threshold:

@@ -46,15 +46,18 @@ def loop_start(prefix: list[str], keys: list[str]) -> int:
 SPOKEN_REPEATS = 4
 
 
-def spoken_repeats(prefix: list[str], words: list[Word], keys: list[str], cut: int) -> int:
+def spoken_repeats(prefix: list[str], words: list[Word], keys: list[str], cut: int,
+                   heard: list[Word] | None = None) -> int:
     """Where the loop that :func:`loop_start` found at ``cut`` really starts, by the words'
     times: a phrase of one or two units said three or four times in a row, each time given
     time by the aligner, is a speaker repeating it, and the text alone cannot tell it from a
     loop ("No, no, no." came out "No No"; "Go, go, go!" out "Go, go,"). Whisper's own loops go
     on to the decode's token limit, the copies past the speech squeezed to no time ("go" 25
-    times, the last 22 at 1.80-1.80 s); one of those is a loop as before (and the caller asks
-    only of a decode whose text does not compress like a loop's). Where the repeats end, a
-    loop may still begin."""
+    times, the last 22 at 1.80-1.80 s): where ``heard`` (the decode's new words before the
+    echo guard took such copies away) says the phrase's units more than four times, or
+    squeezes one, it is a loop as before (and the caller asks only of a decode whose text
+    does not compress like a loop's). Where the repeats end, a loop may still begin, or
+    another phrase said again."""
     seq = prefix + keys
     n0, p = len(prefix), len(prefix) + cut
     for length in (1, 2):
@@ -68,12 +71,30 @@ def spoken_repeats(prefix: list[str], words: list[Word], keys: list[str], cut: i
         end = p
         while seq[end : end + length] == block:
             end += length
-        if (end - start) // length > SPOKEN_REPEATS or any(
-                squeezed(w) for w in words[max(start, n0) - n0 : end - n0]):
-            return cut
+        copies = (end - start) // length
+        runs = _runs(heard if heard is not None else words, block)
+        if not 3 <= copies <= SPOKEN_REPEATS or any(
+                len(r) > SPOKEN_REPEATS * length or any(squeezed(w) for w in r) for r in runs):
+            return cut  # (fewer than three: the loop found is a longer phrase's)
         after = end - n0
-        return after + loop_start(seq[:end], keys[after:])
+        rest = keys[after:]
+        return after + spoken_repeats(seq[:end], words[after:], rest,
+                                      loop_start(seq[:end], rest), heard)
     return cut
+
+
+def _runs(words: list[Word], block: list[str]) -> list[list[Word]]:
+    """The runs of ``words`` that say ``block`` twice or more in a row."""
+    keys = [unit_key(w.word) for w in words]
+    n, i, runs = len(block), 0, []
+    while i < len(keys):
+        j = i
+        while keys[j : j + n] == block:
+            j += n
+        if j - i >= 2 * n:
+            runs.append(words[i:j])
+        i = max(j, i + 1)
+    return runs
 
 
 def _loop_times(block: list[str]) -> int:
@@ -223,11 +244,15 @@ def drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str],
     while i < len(words):
         before = (prefix + kept_k)[-2:]
         pair = keys[i : i + 2]
-        # (one unit said again is the next rule's: "go, go, go" is no pair said twice); an
-        # echo begins where nothing is said: a pair whose first word has time in the speech is
-        # the speaker's ("Thank you. Thank you.", the second "you." running on past where the
-        # VAD heard the speech stop)
-        if len(pair) == 2 and pair == before and pair[0] != pair[1] and unsure(words[i]):
+        # (one unit said again is the next rule's: "go, go, go" is no pair said twice). Within
+        # the decode, an echo begins where nothing is said or has a word nothing says: a pair
+        # whose first word has time in the speech, its second some time, is the speaker's
+        # ("Thank you. Thank you.", the second "you." running on past where the VAD heard the
+        # speech stop). The prefix's last pair said again is a re-read if either word is unsure.
+        pair_w = words[i : i + 2]
+        if len(pair) == 2 and pair == before and pair[0] != pair[1] and (
+                any(unsure(w) for w in pair_w) if len(kept_k) < 2
+                else unsure(pair_w[0]) or squeezed(pair_w[1])):
             i += 2
             continue
         w, k = words[i], keys[i]
@@ -246,8 +271,8 @@ def takes_its_time(w: Word, kept: list[Word]) -> bool:
     that word's time: the speaker's "Bye bye." (the second "bye." at 1.32-1.78 s, p 0.46, after
     "Bye" at 0.78-1.32 s), said however much Whisper doubts it, where its doubted echo of
     "Yummy." lasted 0.08 s."""
-    d = w.end - w.start
-    return d >= ECHO_SAID_S and (not kept or d >= (kept[-1].end - kept[-1].start) / 2)
+    d = w.end - w.start  # (an echo of the prefix's last word: no saying to compare with)
+    return bool(kept) and d >= ECHO_SAID_S and d >= (kept[-1].end - kept[-1].start) / 2
 
 
 def hurried(w: Word, kept: list[Word]) -> bool:

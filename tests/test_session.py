@@ -826,8 +826,8 @@ def test_a_word_a_speaker_says_three_times_is_no_loop():
     s) says "Go, go, go, go!", every word given time, the last in a blink over the silence the
     VAD heard after the speech (from 2.16 s). "Go, go," was final: the loop guard called the
     third "go" a loop's start, and the echo guard took "go, go!" for the pair before it said
-    again. A decode that goes on saying it, squeezed past the speech (its text compressing
-    5:1), still loops."""
+    again. A decode that goes on saying it, squeezed past the speech, still loops, whether
+    its text compresses like a loop's or not."""
     s = StreamSession(StreamOptions(), energy_vad())
     req = DecodeRequest(1, np.zeros(int(16000 * 1.62), np.float32), 0.78, careful=True,
                         final=True)
@@ -836,9 +836,11 @@ def test_a_word_a_speaker_says_three_times_is_no_loop():
                      "", 0.48, -0.4, 1.5)
     kept = s.judge.accepted_words(req, r, 2.40, 0.0, silent_from=2.16)[0]
     assert [w.word for w in kept] == [" Go,", " go,", " go,"]
-    loop = DecodeResult(r.words[:3] + tuple(Word(" go,", 1.30, 1.30, 0.9) for _ in range(20)),
-                        "", 0.48, -0.4, 5.0)
-    assert [w.word for w in s.judge.accepted_words(req, loop, 2.40, 0.0)[0]] == [" Go,", " go,"]
+    for ratio in (5.0, 1.5):  # (the echo guard takes the squeezed copies first)
+        loop = DecodeResult(r.words[:3] + tuple(Word(" go,", 1.30, 1.30, 0.9) for _ in range(20)),
+                            "", 0.48, -0.4, ratio)
+        kept = s.judge.accepted_words(req, loop, 2.40, 0.0)[0]
+        assert [w.word for w in kept] == [" Go,", " go,"], ratio
 
 
 @pytest.mark.parametrize(
@@ -850,6 +852,10 @@ def test_a_word_a_speaker_says_three_times_is_no_loop():
         ("go go go go go", 2),  # five times: a loop
         ("no no no and so my and so my", 6),  # a loop may still start after the repeats
         ("i said no no no", 5),
+        ("no no no go go go", 6),  # and another after it
+        # a longer phrase said twice that begins and ends on the same word is a loop as before
+        ("you know what you know you know what you know", 5),
+        ("that is that that is that", 3),
     ],
 )
 def test_a_short_phrase_said_again_with_time_each_time_is_speech(text, keep):
@@ -899,6 +905,31 @@ def test_a_pair_said_again_with_time_is_said_though_it_runs_past_the_vad_s_end()
     echo = said[:2] + (Word(" Thank", 1.04, 1.04, 0.98), said[3])
     kept = s.judge.accepted_words(req, replace(r, words=echo), 2.55, 0.0, silent_from=2.31)[0]
     assert [w.word for w in kept] == [" Thank", " you."]
+
+
+def test_the_prefix_s_last_words_read_again_are_no_speaker_s_repeat():
+    """What the echo guard keeps for a speaker ("Thank you. Thank you." with time, a doubted
+    "bye." that takes its time) it still drops where the words only read the forced prefix's
+    end again: its last pair with a word squeezed or over the silence after the speech, or its
+    last word doubted, which no saying in this decode can vouch for; or, inside one decode, a
+    pair said again whose second word the aligner squeezed."""
+    s = StreamSession(StreamOptions(), energy_vad())
+    req = DecodeRequest(1, np.zeros(16000 * 3, np.float32), 9.0, prefix=" I said thank you.",
+                        careful=True, final=True)
+    pair = (Word(" Thank", 2.05, 2.25, 0.9), Word(" you.", 2.25, 2.25, 0.9))
+    r = DecodeResult(pair, "", 0.1, -0.3, 1.0)
+    assert s.judge.accepted_words(req, r, 12.0, 11.0, silent_from=11.2)[0] == []
+    over = (pair[0], Word(" you.", 2.25, 2.9, 0.9))
+    assert s.judge.accepted_words(req, replace(r, words=over), 12.0, 11.0,
+                                  silent_from=11.2)[0] == []
+    home = DecodeRequest(2, np.zeros(16000 * 3, np.float32), 9.0, prefix=" what I call home.")
+    r = DecodeResult((Word(" home.", 2.05, 2.40, 0.3),), "", 0.1, -0.3, 1.0)
+    assert s.judge.accepted_words(home, r, 12.0, 11.0)[0] == []
+    inside = (Word(" Thank", 0.0, 0.3, 0.9), Word(" you.", 0.3, 0.6, 0.9),
+              Word(" Thank", 0.6, 0.9, 0.9), Word(" you.", 0.9, 0.9, 0.9), Word(" So", 1.0, 1.2, 0.9))
+    req = DecodeRequest(3, np.zeros(16000 * 3, np.float32), 9.0)
+    kept = s.judge.accepted_words(req, DecodeResult(inside, "", 0.1, -0.3, 1.0), 12.0, 0.0)[0]
+    assert [w.word for w in kept] == [" Thank", " you.", " So"]
 
 
 def test_a_sure_echo_the_aligner_cannot_place_is_dropped():
