@@ -110,8 +110,8 @@ class EngineOptions:
     # twice ("Come on, come on." read "come on" over and over and judged no speech: nothing was
     # final at two start offsets of three; "No No No No No No No" for "No, no, no."); in 8 s or
     # 30 s it reads them as offline. Replayed: real/ in real time 21.21 -> 20.85 % (en-03 50.2
-    # -> 48.3), flat out and under load word for word the same but for en-02/en-03 under load,
-    # which move by their sampled fallbacks' draws (docs/performance.md, stop 51). Every careful
+    # -> 48.3), flat out word for word the same, under load en-02 and en-03 within a point and
+    # the rest word for word (docs/performance.md, stop 51). Every careful
     # decode (``careful_short_s`` 0) moved en-06 under load 18.0 -> 24.6 %; and with a
     # multilingual model, base on zh/ read zh-06's short opening "他称他" as "踏车 踏" (0.0 ->
     # 21.4 %, stop 46): not for those.
