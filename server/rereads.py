@@ -65,14 +65,10 @@ def spoken_repeats(prefix: list[str], words: list[Word], keys: list[str], cut: i
         if p - length < 0 or seq[p : p + length] != block or (
                 block and all(is_unspaced(c) for u in block for c in u)):
             continue
-        start = p - length
-        while start - length >= 0 and seq[start - length : start] == block:
-            start -= length
-        end = p
-        while seq[end : end + length] == block:
-            end += length
+        start, end = next((i, j) for i, j in _run_spans(seq, block) if i < p <= j)
         copies = (end - start) // length
-        runs = _runs(heard if heard is not None else words, block)
+        said = heard if heard is not None else words
+        runs = [said[i:j] for i, j in _run_spans([unit_key(w.word) for w in said], block)]
         if not 3 <= copies <= SPOKEN_REPEATS or any(
                 len(r) > SPOKEN_REPEATS * length or any(squeezed(w) for w in r) for r in runs):
             return cut  # (fewer than three: the loop found is a longer phrase's)
@@ -83,18 +79,17 @@ def spoken_repeats(prefix: list[str], words: list[Word], keys: list[str], cut: i
     return cut
 
 
-def _runs(words: list[Word], block: list[str]) -> list[list[Word]]:
-    """The runs of ``words`` that say ``block`` twice or more in a row."""
-    keys = [unit_key(w.word) for w in words]
-    n, i, runs = len(block), 0, []
+def _run_spans(keys: list[str], block: list[str]) -> list[tuple[int, int]]:
+    """Where ``keys`` say ``block`` twice or more in a row: (first index, end) of each run."""
+    n, i, spans = len(block), 0, []
     while i < len(keys):
         j = i
         while keys[j : j + n] == block:
             j += n
         if j - i >= 2 * n:
-            runs.append(words[i:j])
+            spans.append((i, j))
         i = max(j, i + 1)
-    return runs
+    return spans
 
 
 def _loop_times(block: list[str]) -> int:
