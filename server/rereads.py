@@ -132,6 +132,8 @@ ECHO_SAID_S = 0.2
 # ... and one said again in less time than this (and than a third of the first saying) is an
 # echo however sure of it Whisper is (:func:`hurried`)
 ECHO_HURRIED_S = 0.12
+# ... and as soon as the word before it ends: one this long after it was said again
+ECHO_GAP_S = 0.1
 # below this, a final decode's last word that the aligner squeezed to no duration was not said
 SQUEEZED_PROBABILITY = 0.1
 # runs of squeezed words that are not speech, and a re-read's last word after one (squeezed_runs)
@@ -275,11 +277,15 @@ def hurried(w: Word, kept: list[Word]) -> bool:
     under ``ECHO_HURRIED_S``: no one says a word again that fast. espeak's lone "Right." came
     out "Right. Right." from beam search, the second at 1.30-1.36 s after the first at
     0.90-1.30 s, sure of it (p 0.95), in the middle of the speech; a speaker's own "no, no"
-    takes as long the second time. (The caller compares the units.)"""
+    takes as long the second time. And an echo follows the word at once: a copy that comes
+    ``ECHO_GAP_S`` or more after it was said again, however briefly the aligner timed it
+    (espeak's "Wait, wait, wait, hold on.": the second "wait" 0.10 s long after the first's
+    0.58 s, but 0.64 s after it). (The caller compares the units.)"""
     if not kept or any(is_unspaced(c) for c in kept[-1].word):
         return False  # (Chinese and Japanese double syllables: 妈妈, 看看, each timed alone)
     first = kept[-1].end - kept[-1].start
-    return w.end - w.start < min(ECHO_HURRIED_S, first / 3)
+    return (w.end - w.start < min(ECHO_HURRIED_S, first / 3)
+            and w.start - kept[-1].end < ECHO_GAP_S)
 
 
 def unsaid_words(req: DecodeRequest, out: list[Word], tail: list[str]) -> set[int]:

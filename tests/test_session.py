@@ -980,6 +980,36 @@ def test_a_sure_echo_said_in_a_blink_is_dropped():
     assert "".join(w.word for w in s.judge.accepted_words(req, zh, 1.95, 0.0)[0]) == "我妈妈说"
 
 
+def test_a_word_said_again_after_a_pause_is_said_however_briefly_the_aligner_times_it():
+    """espeak's "Wait, wait, wait, hold on." in real time: the utterance-end decode hears every
+    "wait", but the aligner gives the second 0.10 s and the third 0.02 s, against the first's
+    0.58 s, and a copy said in under a third of the first's time passed for an echo said in a
+    blink: "Wait, hold on!" was final at every start offset. Each came 0.64 and 0.40 s after
+    the copy before it ended; Whisper's echo follows the word it echoes at once ("Right."
+    0.00-0.40 s, "Right." 0.40-0.46 s). The same cramming took the last copies of "Okay
+    okay." and "Yes yes yes.", said 0.30 and 0.18 s after the copy before."""
+    s = StreamSession(StreamOptions(), energy_vad())
+    req = DecodeRequest(1, np.zeros(int(16000 * 2.52), np.float32), 0.78, careful=True,
+                        final=True)
+    said = ((" Wait,", 0.0, 0.58, 0.65), (" wait,", 1.22, 1.32, 0.9), (" wait,", 1.72, 1.74, 0.97),
+            (" hold", 1.8, 2.0, 0.5), (" on!", 2.0, 2.5, 0.98))
+    r = DecodeResult(tuple(Word(*w) for w in said), "", 0.01, -0.3, 1.08)
+    kept = s.judge.accepted_words(req, r, 3.54, 0.78, silent_from=3.06)[0]
+    assert [w.word for w in kept] == [" Wait,", " wait,", " wait,", " hold", " on!"]
+    # "Okay okay." and "Yes yes yes." at an utterance's end: "Okay," and "Yes, yes." were final
+    okay = DecodeResult((Word(" Okay,", 0.0, 0.54, 0.33), Word(" okay", 0.84, 0.86, 0.93)),
+                        "", 0.05, -0.3, 0.6)
+    assert len(s.judge.accepted_words(req, okay, 3.54, 0.78, silent_from=1.74)[0]) == 2
+    yes = DecodeResult((Word(" Yes,", 0.0, 0.5, 0.39), Word(" yes,", 0.68, 0.74, 0.93),
+                        Word(" yes.", 0.74, 0.9, 0.98)), "", 0.05, -0.3, 0.9)
+    assert len(s.judge.accepted_words(req, yes, 3.54, 0.78, silent_from=1.74)[0]) == 3
+    # the echo said in a blink, right after the word it echoes, still goes
+    blink = DecodeResult((Word(" Right.", 0.0, 0.40, 0.80), Word(" Right.", 0.42, 0.48, 0.95),
+                          Word(" Yes.", 0.6, 0.9, 0.9)), "", 0.05, -0.3, 0.5)
+    kept = s.judge.accepted_words(req, blink, 3.54, 0.78, silent_from=3.06)[0]
+    assert [w.word for w in kept] == [" Right.", " Yes."]
+
+
 def test_a_two_word_echo_the_aligner_cannot_place_is_dropped():
     """jfk in real time at some start offsets (the browser test saw it in CI): the utterance-end
     decode of "ask not" says "Ask not. Ask not.", the second "Ask" squeezed to no time at the
