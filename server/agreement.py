@@ -10,7 +10,8 @@ changes from the original:
 * Units are compared on a normalised key (case and punctuation folded), so "you," then "you"
   still agree; the newer hypothesis's form is the one committed.
 * A number is never the last unit agreement commits: it may still grow ("14" before "fifty-five"
-  is heard), so it waits for the word after it.
+  is heard), so it waits for the word after it. Nor does a final end inside a written word
+  (" $3" and ".5" are one word on the page).
 * Optionally (``alone_until``), the units of the newer hypothesis that end well before its window's
   end need no second opinion (AlignAtt's idea): for steps under load, which come far apart.
 
@@ -73,6 +74,15 @@ def unit_key(text: str) -> str:
     """Comparison form of a unit: case-folded, whitespace and punctuation removed."""
     t = "".join(c for c in text.casefold() if not unicodedata.category(c).startswith(("P", "Z")))
     return t.strip() or text.strip()
+
+
+def _glued(a: Word, b: Word) -> bool:
+    """``b`` goes on writing the word ``a`` began, in a script written with spaces: Whisper
+    writes "$3.5" as " $3" and ".5", "COVID-19" as " COVID" and "-19". A final that ended
+    between them gives a Deepgram client "$3" and ".5" as two results' words, and "$3 .5"
+    where it joins their transcripts with a space, so finals end only between written words
+    (our own clients glue a piece back on: :func:`.text.glued`)."""
+    return not b.word[:1].isspace() and not any(_unspaced(c) for c in a.word + b.word)
 
 
 def _growing(w: Word) -> bool:
@@ -158,6 +168,8 @@ class HypothesisBuffer:
             n -= 1
             if self._new[n].word[:1].isspace():
                 break
+        while 0 < n < len(self._new) and _glued(self._new[n - 1], self._new[n]):
+            n -= 1  # (its rest is not agreed: the written word waits whole)
         commit = self._take(n)
         self._previous = list(self._new)
         return commit
@@ -171,6 +183,8 @@ class HypothesisBuffer:
         n = 0
         while n < len(self._new) and self._new[n].end <= t and self._new[n].start < starting_before:
             n += 1
+        while 0 < n < len(self._new) and _glued(self._new[n - 1], self._new[n]):
+            n += 1  # the rest of a written word the hypothesis holds comes with it
         commit = self._take(n)
         self._previous = list(self._new)
         return commit

@@ -161,3 +161,32 @@ def test_words_well_before_the_window_end_need_no_second_hypothesis_when_alone_u
     b = HypothesisBuffer()
     b.insert(words("so my fellow Americans ask"))
     assert b.commit_agreed() == []
+
+
+def _w(word: str, start: float, end: float) -> Word:
+    return Word(word, start, end, 0.9)
+
+
+def test_a_final_never_ends_inside_a_written_word():
+    """Whisper writes "$3.5" as the words " $3" and ".5", "COVID-19" as " COVID" and "-19".
+    A careful decode that decided the doubted "$3" made it final alone (its end was the time
+    to commit by), and ".5 billion" came as the next final (espeak, real time, two start
+    offsets of three). Our own clients glue such a piece back on (``text.glued``), but a
+    Deepgram client got "$3" and ".5" as the words of two results, and "$3 .5" where it joins
+    their transcripts with a space, as clients do."""
+    b = HypothesisBuffer()
+    b.insert([_w(" We", 0.0, 0.4), _w(" expect", 0.4, 0.86), _w(" $3", 0.88, 1.2),
+              _w(".5", 1.2, 1.84), _w(" billion.", 1.84, 2.12)])
+    assert join_words(b.commit_until(1.5)) == "We expect $3.5"  # the word's rest with it
+    assert join_words(b.pending) == "billion."
+    # agreement ending at a word whose rest the two hypotheses disagree on commits neither
+    b = HypothesisBuffer()
+    b.insert([_w(" The", 0.0, 0.3), _w(" COVID", 0.3, 0.8), _w("-18", 0.8, 1.1)])
+    b.commit_agreed()
+    b.insert([_w(" The", 0.0, 0.3), _w(" COVID", 0.3, 0.8), _w("-19", 0.8, 1.1),
+              _w(" pull", 1.1, 1.4)])
+    assert join_words(b.commit_agreed()) == "The"
+    # (unspaced scripts have no spaces to tell words by: their units agree one by one)
+    b = HypothesisBuffer()
+    b.insert([_w("我们", 0.0, 0.4), _w("知道", 0.4, 0.8)])
+    assert join_words(b.commit_until(0.5)) == "我们"

@@ -224,6 +224,22 @@ def test_a_phrase_said_again_is_said_as_often_as_it_was(live_server, phrase):
     assert normalize(res.text) == normalize(phrase), res.text
 
 
+@pytest.mark.parametrize("phrase", ["We expect 3.5 billion dollars in the second quarter.",
+                                    "The COVID-19 pull forward demand in the previous year."])
+def test_a_final_never_ends_inside_a_written_word(live_server, phrase):
+    """Whisper writes "$3.5" as the words " $3" and ".5", "COVID-19" as " COVID" and "-19".
+    A careful decode that decided "$3" made it final alone and ".5 billion" came next (two
+    start offsets of three); "Covid" and "-19" likewise. Our clients glue the piece back on,
+    but a Deepgram client got two results' words "$3" and ".5". Each final starts a word."""
+    from conftest import espeak
+
+    x = np.concatenate([np.zeros(16000, np.float32), espeak(phrase),
+                        np.zeros(32000, np.float32)])
+    res = stream(live_server, s16(x), speed=1.0)
+    finals = [m for _, _, m in res.messages if isinstance(m, wire.Final) and m.words]
+    assert all(f.words[0].word[:1].isspace() for f in finals), [f.text for f in finals]
+
+
 @pytest.mark.parametrize("rate", [8000, 48000])
 def test_other_sample_rates(live_server, rate):
     audio = at_rate(load16k("jfk.wav"), rate)
