@@ -81,7 +81,9 @@ def _glued(a: Word, b: Word) -> bool:
     writes "$3.5" as " $3" and ".5", "COVID-19" as " COVID" and "-19". A final that ended
     between them gives a Deepgram client "$3" and ".5" as two results' words, and "$3 .5"
     where it joins their transcripts with a space, so finals end only between written words
-    (our own clients glue a piece back on: :func:`.text.glued`)."""
+    (our own clients glue a piece back on: :func:`.text.glued`). Not between two units of an
+    unspaced script, which agree one by one; a Latin or digit piece among them ("20" "20" in
+    "在2020年") is glued."""
     return not b.word[:1].isspace() and not any(_unspaced(c) for c in a.word + b.word)
 
 
@@ -164,28 +166,25 @@ class HypothesisBuffer:
                     self.undecided_end = b.end
                 break
             n += 1
-        while n and _growing(self._new[n - 1]):  # the number's units, back to its first
-            n -= 1
-            if self._new[n].word[:1].isspace():
-                break
-        while 0 < n < len(self._new) and _glued(self._new[n - 1], self._new[n]):
-            n -= 1  # (its rest is not agreed: the written word waits whole)
+        n = self._whole(n)
         commit = self._take(n)
         self._previous = list(self._new)
         return commit
 
-    def commit_until(self, t: float, starting_before: float = float("inf")) -> list[Word]:
+    def commit_until(self, t: float, starting_before: float = float("inf"),
+                     move_on: bool = False) -> list[Word]:
         """Commit every pending unit that ends by stream time ``t`` (and starts before
         ``starting_before``): the window is full and the agreement has stalled, so move on
-        rather than grow without bound; or a careful decode decides a doubted stretch, and the
-        unit it hears in its place too."""
+        rather than grow without bound (``move_on``); or a careful decode decides a doubted
+        stretch, and the unit it hears in its place too. Never inside a written word (see
+        :func:`_glued`), but where the window must move on and the word begins the stretch."""
         self.doubted = None
         n = 0
         while n < len(self._new) and self._new[n].end <= t and self._new[n].start < starting_before:
             n += 1
-        while 0 < n < len(self._new) and _glued(self._new[n - 1], self._new[n]):
-            n += 1  # the rest of a written word the hypothesis holds comes with it
-        commit = self._take(n)
+        # (a written word cut off with nothing before it is taken as cut where the window
+        # must move on)
+        commit = self._take(self._before_word(n) or (n if move_on else 0))
         self._previous = list(self._new)
         return commit
 
@@ -200,6 +199,24 @@ class HypothesisBuffer:
         commit = self._take(len(self._new))
         self._previous = []
         return commit
+
+    def _before_word(self, n: int) -> int:
+        """The first ``n`` units less the start of a written word they would cut (its rest
+        waits with it: a piece may be stretched over seconds the decoder did not write)."""
+        while 0 < n < len(self._new) and _glued(self._new[n - 1], self._new[n]):
+            n -= 1
+        return n
+
+    def _whole(self, n: int) -> int:
+        """The first ``n`` units less a written word they would cut, then less a number at
+        their end (back to its first unit; see :func:`_growing`): "about 14 COVID" before an
+        unagreed "-19" is "about", not "about 14"."""
+        n = m = self._before_word(n)
+        while m and _growing(self._new[m - 1]):  # the number's units, back to its first
+            m -= 1
+            if self._new[m].word[:1].isspace():
+                break
+        return n if m == n else self._before_word(m)
 
     def _take(self, n: int) -> list[Word]:
         out: list[Word] = []

@@ -132,8 +132,9 @@ ECHO_SAID_S = 0.2
 # ... and one said again in less time than this (and than a third of the first saying) is an
 # echo however sure of it Whisper is (:func:`hurried`)
 ECHO_HURRIED_S = 0.12
-# ... and as soon as the word before it ends: one this long after it was said again
-ECHO_GAP_S = 0.1
+# ... and as soon as the word before it ends: one this long after it was said again (a
+# speaker's "yes yes yes": 0.18 s)
+ECHO_GAP_S = 0.15
 # below this, a final decode's last word that the aligner squeezed to no duration was not said
 SQUEEZED_PROBABILITY = 0.1
 # runs of squeezed words that are not speech, and a re-read's last word after one (squeezed_runs)
@@ -278,7 +279,7 @@ def hurried(w: Word, kept: list[Word]) -> bool:
     out "Right. Right." from beam search, the second at 1.30-1.36 s after the first at
     0.90-1.30 s, sure of it (p 0.95), in the middle of the speech; a speaker's own "no, no"
     takes as long the second time. And an echo follows the word at once: a copy that comes
-    ``ECHO_GAP_S`` or more after it was said again, however briefly the aligner timed it
+    ``ECHO_GAP_S`` or more after it was said again, briefly as the aligner may time it
     (espeak's "Wait, wait, wait, hold on.": the second "wait" 0.10 s long after the first's
     0.58 s, but 0.64 s after it). (The caller compares the units.)"""
     if not kept or any(is_unspaced(c) for c in kept[-1].word):
@@ -368,8 +369,11 @@ def _says_to_end(tail: list[str], keys: list[str], slips: int = 1) -> int:
 
 
 def squeezed(w: Word) -> bool:
-    """The aligner gave the word no time: nothing in the audio says it."""
-    return w.end - w.start < 0.02
+    """The aligner gave the word no time: nothing in the audio says it. (Its times step by
+    20 ms; a word of one step has time, however adding the window's offset rounds it: the
+    third "wait" of "Wait, wait, wait" at 1.72-1.74 s in a window from 1.23 s lasted
+    0.0199999 s.)"""
+    return w.end - w.start < 0.01
 
 
 def centre(w: Word) -> float:

@@ -479,7 +479,7 @@ class StreamSession:
         elif kind == Kind.FULL:
             # a full window commits what it holds up to its last ``stall_keep_ms``; it moves
             # past audio without committed words only when a careful decode found none there
-            committed = u.buffer.commit_until(keep_from)
+            committed = u.buffer.commit_until(keep_from, move_on=True)
             self._emit_final(committed, False)
             self._slide_window(u, 0 if committed else int(keep_from * MODEL_RATE))
         elif kind == Kind.CHECK:

@@ -177,8 +177,19 @@ def test_a_final_never_ends_inside_a_written_word():
     b = HypothesisBuffer()
     b.insert([_w(" We", 0.0, 0.4), _w(" expect", 0.4, 0.86), _w(" $3", 0.88, 1.2),
               _w(".5", 1.2, 1.84), _w(" billion.", 1.84, 2.12)])
-    assert join_words(b.commit_until(1.5)) == "We expect $3.5"  # the word's rest with it
-    assert join_words(b.pending) == "billion."
+    assert join_words(b.commit_until(1.5)) == "We expect"  # the word waits whole
+    assert join_words(b.pending) == "$3.5 billion."
+    assert join_words(b.commit_until(2.0)) == "$3.5"
+    # a piece the aligner stretched over seconds the decoder wrote nothing for stays pending
+    b = HypothesisBuffer()
+    b.insert([_w(" The", 10.0, 10.3), _w(" COVID", 10.3, 10.8), _w("-19", 10.8, 14.9)])
+    assert join_words(b.commit_until(12.0)) == "The"
+    assert b.committed_end == 10.3
+    # a written word cut off with nothing before it waits too, unless the window must move on
+    b = HypothesisBuffer()
+    b.insert([_w(" $3", 0.0, 0.4), _w(".5", 0.4, 0.9)])
+    assert b.commit_until(0.5) == []
+    assert join_words(b.commit_until(0.5, move_on=True)) == "$3"
     # agreement ending at a word whose rest the two hypotheses disagree on commits neither
     b = HypothesisBuffer()
     b.insert([_w(" The", 0.0, 0.3), _w(" COVID", 0.3, 0.8), _w("-18", 0.8, 1.1)])
@@ -186,6 +197,14 @@ def test_a_final_never_ends_inside_a_written_word():
     b.insert([_w(" The", 0.0, 0.3), _w(" COVID", 0.3, 0.8), _w("-19", 0.8, 1.1),
               _w(" pull", 1.1, 1.4)])
     assert join_words(b.commit_agreed()) == "The"
+    # ... and a number before it waits too, not only the word
+    b = HypothesisBuffer()
+    b.insert([_w(" about", 0.0, 0.3), _w(" 14", 0.3, 0.6), _w(" COVID", 0.6, 0.9),
+              _w("-18", 0.9, 1.2)])
+    b.commit_agreed()
+    b.insert([_w(" about", 0.0, 0.3), _w(" 14", 0.3, 0.6), _w(" COVID", 0.6, 0.9),
+              _w("-19", 0.9, 1.2), _w(" cases", 1.2, 1.5)])
+    assert join_words(b.commit_agreed()) == "about"
     # (unspaced scripts have no spaces to tell words by: their units agree one by one)
     b = HypothesisBuffer()
     b.insert([_w("我们", 0.0, 0.4), _w("知道", 0.4, 0.8)])

@@ -996,6 +996,11 @@ def test_a_word_said_again_after_a_pause_is_said_however_briefly_the_aligner_tim
     r = DecodeResult(tuple(Word(*w) for w in said), "", 0.01, -0.3, 1.08)
     kept = s.judge.accepted_words(req, r, 3.54, 0.78, silent_from=3.06)[0]
     assert [w.word for w in kept] == [" Wait,", " wait,", " wait,", " hold", " on!"]
+    # the same from 1.23 s: the third "wait", one 20 ms step long, then lasted 0.0199999 s,
+    # and a word under 0.02 s counted as no time at all (squeezed): a loop's squeezed copy
+    late = replace(req, offset=1.23)
+    kept = s.judge.accepted_words(late, r, 3.99, 1.23, silent_from=3.51)[0]
+    assert [w.word for w in kept] == [" Wait,", " wait,", " wait,", " hold", " on!"]
     # "Okay okay." and "Yes yes yes." at an utterance's end: "Okay," and "Yes, yes." were final
     okay = DecodeResult((Word(" Okay,", 0.0, 0.54, 0.33), Word(" okay", 0.84, 0.86, 0.93)),
                         "", 0.05, -0.3, 0.6)
