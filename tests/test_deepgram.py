@@ -64,7 +64,10 @@ def watch(http_url: str, sid: str, seen: list) -> threading.Thread:
 
 @pytest.mark.timeout(180)
 def test_live_at_twice_real_time(live_server):
-    audio, ref = speech(CLIPS)
+    # 1.2 s between clips: with 0.8 s the audio held no second without speech (LJ001-0001 ends
+    # 0.13 s after its last sound), and ``utterance_end_ms=1000`` came only where the aligner
+    # ended a word early; CI once got no ``UtteranceEnd``
+    audio, ref = speech(CLIPS, gap_s=1.2)
     pcm = s16(audio)
     chunk = 3200  # 100 ms of 16 kHz linear16, sent every 50 ms
     finalize_at = (len(pcm) // 3) // chunk * chunk
