@@ -24,6 +24,7 @@ import unicodedata
 from dataclasses import replace
 from typing import Iterable
 
+from .text import glued
 from .wire import Word
 
 __all__ = ["HypothesisBuffer", "split_units", "unit_key", "join_words"]
@@ -81,10 +82,10 @@ def _glued(a: Word, b: Word) -> bool:
     writes "$3.5" as " $3" and ".5", "COVID-19" as " COVID" and "-19". A final that ended
     between them gives a Deepgram client "$3" and ".5" as two results' words, and "$3 .5"
     where it joins their transcripts with a space, so finals end only between written words
-    (our own clients glue a piece back on: :func:`.text.glued`). Not between two units of an
+    (our own clients glue such a piece back on: the same :func:`.text.glued`). Not between two units of an
     unspaced script, which agree one by one; a Latin or digit piece among them ("20" "20" in
     "在2020年") is glued."""
-    return not b.word[:1].isspace() and not any(_unspaced(c) for c in a.word + b.word)
+    return glued([b]) and not any(_unspaced(c) for c in a.word + b.word)
 
 
 def _growing(w: Word) -> bool:
