@@ -12,8 +12,8 @@ from .agreement import join_words, split_units, unit_key
 from .audio import MODEL_RATE
 from .decoding import DecodeRequest, DecodeResult
 from .rereads import (REREAD_UNITS, centre, drop_unsure_echoes, heard_again, loop_start,
-                      repeated_head, restarted_head, spoken, spoken_repeats, squeezed,
-                      squeezed_runs, unsaid_words, words_from)
+                      repeated_head, restarted_head, said_on, spoken, spoken_repeats,
+                      spoken_twice, squeezed, squeezed_runs, unsaid_words, words_from)
 from .stream_options import StreamOptions
 from .text import is_unspaced
 from .text import split_units as text_units
@@ -188,7 +188,13 @@ class Judge:
         unsaid = unsaid_words(req, out, prefix[-REREAD_UNITS:]) | squeezed_runs(prefix, out, keys)
         # Whisper re-reading the phrase that ends its prefix, wherever the aligner put it (often
         # squeezed into the window's last instant, past the final audio)
-        skip = max(repeated_head(prefix, keys), restarted_head(prefix, keys))
+        head = repeated_head(prefix, keys)
+        skip = max(head, restarted_head(prefix, keys))
+        # ... unless the speaker said that phrase again ("Can you hear me? Can you hear me?";
+        # "I think so, I think" final, then "so.")
+        if (skip and not self.degenerate(r) and (skip == head or keys[:skip] == prefix[-skip:])
+                and said_on(out[:skip], committed_end, silent_from)):
+            skip = 0
         out, keys = out[skip:], keys[skip:]
         first = heard_again(req, out, keys, prefix, committed or [], committed_end)
         out, keys = out[first:], keys[first:]
@@ -200,6 +206,7 @@ class Judge:
         cut = loop_start(prefix, keys)
         if not self.degenerate(r):  # (a decode that ran on saying it is Whisper's loop)
             cut = spoken_repeats(prefix, out, keys, cut, heard)
+            cut = spoken_twice(prefix, out, keys, cut, committed_end, silent_from)
         kept = [w for w in out[:cut] if id(w) not in unsaid]
         trimmed = cut < len(keys) or len(kept) < new or first + new < len(r.words)
         if not trimmed and r.compression_ratio > o.compression_ratio_threshold:

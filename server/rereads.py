@@ -14,8 +14,8 @@ from .text import is_unspaced
 from .wire import Word
 
 __all__ = ["centre", "drop_unsure_echoes", "heard_again", "loop_start", "repeated_head",
-           "rereads", "restarted_head", "spoken", "spoken_repeats", "squeezed", "squeezed_runs",
-           "unsaid_words", "words_from"]
+           "rereads", "restarted_head", "said_again", "said_on", "spoken", "spoken_repeats",
+           "spoken_twice", "squeezed", "squeezed_runs", "unsaid_words", "words_from"]
 
 
 def loop_start(prefix: list[str], keys: list[str]) -> int:
@@ -28,18 +28,25 @@ def loop_start(prefix: list[str], keys: list[str]) -> int:
     seq = prefix + keys
     n0 = len(prefix)
     for p in range(max(1, n0), len(seq)):
-        for length in range(1, p + 1):
-            if p + length > len(seq):
-                break
-            block = seq[p : p + length]
-            if block != seq[p - length : p]:
-                continue
-            times = _loop_times(block)
-            if p < (times - 1) * length or any(
-                    seq[p - k * length : p - (k - 1) * length] != block for k in range(2, times)):
-                continue
+        if _loop_length(seq, p):
             return max(0, p - n0)
     return len(keys)
+
+
+def _loop_length(seq: list[str], p: int) -> int:
+    """How many units the phrase has whose repeats make a loop from ``seq[p]`` on (0: none)."""
+    for length in range(1, p + 1):
+        if p + length > len(seq):
+            break
+        block = seq[p : p + length]
+        if block != seq[p - length : p]:
+            continue
+        times = _loop_times(block)
+        if p < (times - 1) * length or any(
+                seq[p - k * length : p - (k - 1) * length] != block for k in range(2, times)):
+            continue
+        return length
+    return 0
 
 
 # A speaker says a word or two this many times in a row ("No, no, no.", "Go, go, go!")
@@ -77,6 +84,48 @@ def spoken_repeats(prefix: list[str], words: list[Word], keys: list[str], cut: i
         return after + spoken_repeats(seq[:end], words[after:], rest,
                                       loop_start(seq[:end], rest), heard)
     return cut
+
+
+def spoken_twice(prefix: list[str], words: list[Word], keys: list[str], cut: int,
+                 after: float, silent_from: float = float("inf")) -> int:
+    """Where the loop that :func:`loop_start` found at ``cut`` really starts, when it is a
+    phrase of three or more units said again that the speaker said again (:func:`said_again`;
+    ``after``: where the final words before ``words`` end). The copies after it are judged
+    the same way, one by one: the first that is not said begins the loop."""
+    seq = prefix + keys
+    n0, p = len(prefix), len(prefix) + cut
+    length = _loop_length(seq, p) if cut < len(keys) else 0
+    if length < 3 or _loop_times(seq[p : p + length]) != 2 or not said_again(
+            words, cut, length, words[cut - 1].end if cut else after, silent_from):
+        return cut
+    end = cut + length
+    rest = keys[end:]
+    return end + spoken_twice(seq[: n0 + end], words[end:], rest, loop_start(seq[: n0 + end], rest),
+                              words[end - 1].end, silent_from)
+
+
+def said_again(words: list[Word], at: int, length: int, after: float,
+               silent_from: float = float("inf")) -> bool:
+    """``words[at:at + length]``, a phrase of three or more units said again, are the speaker
+    saying it twice: each word has time and starts in the speech the VAD heard (before
+    ``silent_from``; the aligner stretches an utterance's last word into the silence after
+    it), and Whisper is sure of it, and the copy starts where the first saying ends (``after``) or
+    later. Whisper's own loop squeezes its copies past the audio or runs on to the token limit
+    (the caller asks only of a decode whose text does not compress like a loop's), and its
+    re-read of final text lies over that text's audio. espeak's "Can you hear me? Can you hear
+    me?" was final as "Can you hear me?" at every start offset: the end decode, its prefix the
+    first saying (to 2.17 s), read the second at 2.27-2.91 s (p 0.98-1.0), then a third with
+    "Can you hear" squeezed at 2.91 s; "Is it on? Is it on?", "Let me see. Let me see." the
+    same."""
+    return length >= 3 and said_on(words[at : at + length], after, silent_from)
+
+
+def said_on(words: list[Word], after: float, silent_from: float = float("inf")) -> bool:
+    """``words`` go on after ``after`` as speech, not as Whisper reading what came before
+    again: see :func:`said_again`."""
+    return (bool(words) and words[0].start >= after - REREAD_STRETCH_S
+            and all(not squeezed(w) and w.probability >= ECHO_PROBABILITY
+                    and w.start < silent_from for w in words))
 
 
 def _run_spans(keys: list[str], block: list[str]) -> list[tuple[int, int]]:

@@ -1015,6 +1015,55 @@ def test_a_word_said_again_after_a_pause_is_said_however_briefly_the_aligner_tim
     assert [w.word for w in kept] == [" Right.", " Yes."]
 
 
+def test_a_phrase_said_twice_is_said_twice_where_each_saying_has_its_time():
+    """People say a question again ("Can you hear me? Can you hear me?"). A phrase of three or
+    more units said twice in a row was Whisper's loop, and one that says the final text's last
+    phrase again its re-read: espeak's "Can you hear me? Can you hear me?", "Thank you so
+    much. Thank you so much." and "Let me see. Let me see." were final once, at every start
+    offset. The end decode, its prefix the first saying, placed the second after it (p
+    0.98-1.0), and its own loop's copies at the window's end, squeezed: the second is said,
+    also where its first words were final already.
+    A copy over the final audio, doubted, or begun where the VAD heard the speech stop stays
+    a re-read, and a copy squeezed a loop."""
+    s = StreamSession(StreamOptions(), energy_vad())
+    req = DecodeRequest(1, np.zeros(int(16000 * 2.58), np.float32), 0.81,
+                        prefix=" Can you hear me?", careful=True, final=True)
+    copy = ((" Can", 1.46, 1.52, 0.98), (" you", 1.52, 1.72, 0.99), (" hear", 1.72, 1.90, 0.98),
+            (" me?", 1.90, 2.10, 1.0))
+    loop = ((" Can", 2.10, 2.10, 0.85), (" you", 2.10, 2.10, 0.99), (" hear", 2.10, 2.10, 0.98),
+            (" me?", 2.10, 2.46, 1.0))
+    r = DecodeResult(tuple(Word(*w) for w in copy + loop), "", 0.6, -0.1, 1.3)
+
+    def kept(res: DecodeResult, silent_from: float = 3.0) -> list[str]:
+        return [w.word for w in s.judge.accepted_words(req, res, 3.39, 2.17,
+                                                      silent_from=silent_from)[0]]
+
+    assert kept(r) == [" Can", " you", " hear", " me?"]
+    assert kept(r, silent_from=2.2) == []  # begun over the silence after the speech
+    doubted = replace(r, words=(replace(r.words[0], probability=0.3),) + r.words[1:])
+    assert kept(doubted) == []
+    over = replace(r, words=tuple(replace(w, start=w.start - 0.3, end=w.end - 0.3)
+                                  for w in r.words[:4]))
+    assert kept(over) == []  # placed over the first saying's audio: read again
+    # inside one decode
+    twice = ((" Let", 0.0, 0.5, 0.49), (" me", 0.5, 0.68, 0.98), (" see,", 0.68, 1.2, 0.98),
+             (" let", 1.26, 1.44, 0.8), (" me", 1.44, 1.58, 1.0), (" see", 1.58, 1.68, 0.99))
+    own = DecodeRequest(2, np.zeros(int(16000 * 1.71), np.float32), 0.78, careful=True)
+    r = DecodeResult(tuple(Word(*w) for w in twice), "", 0.5, -0.4, 1.2)
+    assert len(s.judge.accepted_words(own, r, 2.49, 0.0)[0]) == 6
+    squeezed = replace(r, words=r.words[:5] + (Word(" see", 1.58, 1.58, 0.99),))
+    assert len(s.judge.accepted_words(own, squeezed, 2.49, 0.0)[0]) == 3
+    # the second saying begun in the final text: "I think so, I think" final, then "so."
+    # ("I think so, I think" was final at one offset of three)
+    req = DecodeRequest(3, np.zeros(int(16000 * 2.34), np.float32), 0.9,
+                        prefix=" I think so, I think", careful=True, final=True)
+    so = DecodeResult((Word(" so.", 1.86, 2.12, 1.0),), "", 0.19, -0.12, 0.8)
+    assert [w.word for w in s.judge.accepted_words(req, so, 3.24, 2.76, silent_from=3.1)[0]] == [
+        " so."]
+    inside = replace(so, words=(Word(" so.", 1.5, 1.76, 1.0),))
+    assert s.judge.accepted_words(req, inside, 3.24, 2.76, silent_from=3.1)[0] == []
+
+
 def test_a_two_word_echo_the_aligner_cannot_place_is_dropped():
     """jfk in real time at some start offsets (the browser test saw it in CI): the utterance-end
     decode of "ask not" says "Ask not. Ask not.", the second "Ask" squeezed to no time at the
