@@ -208,7 +208,7 @@ def test_a_lone_one_word_answer_is_said_once(live_server, word):
                                     "Yes yes yes.", "Okay okay.", "Wait, wait, wait, hold on.",
                                     "Can you hear me? Can you hear me?",
                                     "Thank you so much. Thank you so much.",
-                                    "Let me see. Let me see."])
+                                    "Let me see. Let me see.", "Bye bye."])
 def test_a_phrase_said_again_is_said_as_often_as_it_was(live_server, phrase):
     """People say a word or two again, and again ("No, no, no."). Before, the guards against
     Whisper's own repeats took them for it: "No, no, no." came out "No No" (a word said three
@@ -219,7 +219,8 @@ def test_a_phrase_said_again_is_said_as_often_as_it_was(live_server, phrase):
     aligner crams a copy into a blink, as Whisper's own echo is: "Yes yes yes." came out "Yes,
     yes.", "Wait, wait, wait, hold on." "Wait, hold on!" at every start offset, "Okay okay."
     "Okay," at one. A question or another phrase of three words or more said twice was said
-    once, at every start offset: Whisper's loop and its re-read of final text say it twice too."""
+    once, at every start offset: Whisper's loop and its re-read of final text say it twice too.
+    "Bye bye." came out "Bye": the second "bye!" doubted and under half the first's time."""
     from conftest import espeak
 
     x = np.concatenate([np.zeros(16000, np.float32), espeak(phrase),

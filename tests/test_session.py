@@ -886,6 +886,12 @@ def test_a_word_said_twice_is_said_twice_however_much_whisper_doubts_the_second(
     blink = (said[0], Word(" bye.", 0.54, 0.62, 0.46)) + said[2:]
     kept = s.judge.accepted_words(req, replace(r, words=blink), 2.73, 0.0, silent_from=2.49)[0]
     assert [w.word for w in kept] == [" Bye", " See", " you", " tomorrow."]
+    # "Bye bye." alone, its end decode begun at a shorter pause: "bye!" at 1.34-1.58 s (p
+    # 0.47), under half the first's 0.56 s but over a third; "Bye" was final at every offset
+    short = DecodeResult((Word(" Bye", 0.0, 0.56, 0.71), Word(" bye!", 0.56, 0.80, 0.47)),
+                         "", 0.14, -0.55, 0.8)
+    kept = s.judge.accepted_words(req, short, 2.73, 0.0, silent_from=2.49)[0]
+    assert [w.word for w in kept] == [" Bye", " bye!"]
 
 
 def test_a_pair_said_again_with_time_is_said_though_it_runs_past_the_vad_s_end():
