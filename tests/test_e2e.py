@@ -208,7 +208,8 @@ def test_a_lone_one_word_answer_is_said_once(live_server, word):
                                     "Yes yes yes.", "Okay okay.", "Wait, wait, wait, hold on.",
                                     "Can you hear me? Can you hear me?",
                                     "Thank you so much. Thank you so much.",
-                                    "Let me see. Let me see.", "Bye bye."])
+                                    "Let me see. Let me see.", "Bye bye.",
+                                    "Sorry, sorry, go ahead."])
 def test_a_phrase_said_again_is_said_as_often_as_it_was(live_server, phrase):
     """People say a word or two again, and again ("No, no, no."). Before, the guards against
     Whisper's own repeats took them for it: "No, no, no." came out "No No" (a word said three
@@ -220,7 +221,8 @@ def test_a_phrase_said_again_is_said_as_often_as_it_was(live_server, phrase):
     yes.", "Wait, wait, wait, hold on." "Wait, hold on!" at every start offset, "Okay okay."
     "Okay," at one. A question or another phrase of three words or more said twice was said
     once, at every start offset: Whisper's loop and its re-read of final text say it twice too.
-    "Bye bye." came out "Bye": the second "bye!" doubted and under half the first's time."""
+    "Bye bye." came out "Bye": the second "bye!" doubted and under half the first's time.
+    "Sorry, sorry, go ahead." "Sorry, go ahead": the aligner gave the second no time."""
     from conftest import espeak
 
     x = np.concatenate([np.zeros(16000, np.float32), espeak(phrase),

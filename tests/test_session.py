@@ -1070,6 +1070,34 @@ def test_a_phrase_said_twice_is_said_twice_where_each_saying_has_its_time():
     assert s.judge.accepted_words(req, inside, 3.24, 2.76, silent_from=3.1)[0] == []
 
 
+def test_a_word_said_again_that_the_aligner_placed_between_two_sayings_is_said():
+    """espeak's "Sorry, sorry, go ahead." in real time: the end decode hears both, but the
+    aligner gives the second "sorry," no time, at 1.84 s, 0.52 s after the first ends and
+    before "go" at 2.04 s: squeezed, it passed for Whisper's echo, and "Sorry, go ahead" was
+    final at every start offset. An echo follows its word at once, or ends the decode."""
+    s = StreamSession(StreamOptions(), energy_vad())
+    req = DecodeRequest(1, np.zeros(int(16000 * 1.92), np.float32), 0.78, careful=True,
+                        final=True)
+    said = (Word(" Sorry,", 0.0, 0.54, 0.66), Word(" sorry,", 1.06, 1.06, 0.81),
+            Word(" go", 1.26, 1.38, 0.93), Word(" ahead", 1.38, 1.60, 0.92))
+    r = DecodeResult(said, "", 0.4, -0.5, 1.1)
+
+    def kept(words: tuple[Word, ...]) -> list[str]:
+        return [w.word for w in s.judge.accepted_words(req, replace(r, words=words), 2.70, 0.0,
+                                                      silent_from=2.4)[0]]
+
+    assert kept(said) == [" Sorry,", " sorry,", " go", " ahead"]
+    at_once = (said[0], Word(" sorry,", 0.54, 0.54, 0.81)) + said[2:]
+    assert kept(at_once) == [" Sorry,", " go", " ahead"]
+    last = (Word(" Go", 0.0, 0.3, 0.9), Word(" ahead.", 0.3, 0.6, 0.9), Word(" Ahead.", 1.0, 1.0, 0.9))
+    assert kept(last) == [" Go", " ahead."]
+    doubted = (said[0], replace(said[1], probability=0.3)) + said[2:]
+    assert kept(doubted) == [" Sorry,", " go", " ahead"]
+    # before the same word again: "You," "you," squeezed, "you" (en-04's hesitant reader)
+    three = (said[0], said[1], Word(" sorry,", 1.26, 1.5, 0.9)) + said[2:]
+    assert kept(three) == [" Sorry,", " sorry,", " go", " ahead"]
+
+
 def test_a_two_word_echo_the_aligner_cannot_place_is_dropped():
     """jfk in real time at some start offsets (the browser test saw it in CI): the utterance-end
     decode of "ask not" says "Ask not. Ask not.", the second "Ask" squeezed to no time at the
