@@ -165,7 +165,6 @@ class Judge:
         """The result's words in stream time, minus Whisper's known inventions; and what the
         guards made of the decode (a loop they could not cut away rejects it as a whole).
         ``silent_from``: see :meth:`silent_from`."""
-        o = self.opt
         if self.says_no_speech(r):
             return [], Verdict.WHOLE
         out = []
@@ -187,16 +186,29 @@ class Judge:
         # words nothing in the audio says: they go after the loop cut (below)
         unsaid = unsaid_words(req, out, prefix[-REREAD_UNITS:]) | squeezed_runs(prefix, out, keys)
         # Whisper re-reading the phrase that ends its prefix, wherever the aligner put it (often
-        # squeezed into the window's last instant, past the final audio)
+        # squeezed into the window's last instant, past the final audio) ...
         head = repeated_head(prefix, keys)
         skip = max(head, restarted_head(prefix, keys))
+        args = (req, r, out, keys, prefix, unsaid, committed or [], committed_end, silent_from,
+                lapsed)
         # ... unless the speaker said that phrase again ("Can you hear me? Can you hear me?";
-        # "I think so, I think" final, then "so.")
-        if (skip and not self.degenerate(r) and (skip == head or keys[:skip] == prefix[-skip:])
+        # "I think so, I think" final, then "so."): unless what follows then loops from its
+        # first word on ("Go, go, go!" final, then "Go, go, go!" with time), which was the
+        # re-read. (A restart from the prefix's start, restarted_head, stays one.)
+        if (skip and skip == head and not self.degenerate(r)
                 and said_on(out[:skip], committed_end, silent_from)):
-            skip = 0
+            kept, verdict = self._past_head(0, *args)
+            if verdict != Verdict.REJECTED:
+                return kept, verdict
+        return self._past_head(skip, *args)
+
+    def _past_head(self, skip: int, req: DecodeRequest, r: DecodeResult, out: list[Word],
+                   keys: list[str], prefix: list[str], unsaid: set[int], committed: list[Word],
+                   committed_end: float, silent_from: float, lapsed: bool
+                   ) -> tuple[list[Word], Verdict]:
+        """:meth:`accepted_words` for the words after the first ``skip`` (a re-read)."""
         out, keys = out[skip:], keys[skip:]
-        first = heard_again(req, out, keys, prefix, committed or [], committed_end)
+        first = heard_again(req, out, keys, prefix, committed, committed_end)
         out, keys = out[first:], keys[first:]
         new, heard = len(out), out
         out, keys = drop_unsure_echoes(prefix, out, keys, silent_from)
@@ -205,11 +217,10 @@ class Judge:
         # the second "know the biscuit?" squeezed: cut after it, "Does he" was said twice)
         cut = loop_start(prefix, keys)
         if not self.degenerate(r):  # (a decode that ran on saying it is Whisper's loop)
-            cut = spoken_repeats(prefix, out, keys, cut, heard)
-            cut = spoken_twice(prefix, out, keys, cut, committed_end, silent_from)
+            cut = self._spoken(prefix, out, keys, cut, heard, committed_end, silent_from)
         kept = [w for w in out[:cut] if id(w) not in unsaid]
         trimmed = cut < len(keys) or len(kept) < new or first + new < len(r.words)
-        if not trimmed and r.compression_ratio > o.compression_ratio_threshold:
+        if not trimmed and r.compression_ratio > self.opt.compression_ratio_threshold:
             return [], Verdict.REJECTED  # repetitive, and no loop found to cut away
         if cut == 0 and any(id(w) not in unsaid for w in out):
             return [], Verdict.REJECTED  # it loops from its first word on
@@ -217,3 +228,16 @@ class Judge:
         if lapsed:
             return kept, Verdict.REJECTED
         return kept, Verdict.TRIMMED if trimmed else Verdict.WHOLE
+
+    @staticmethod
+    def _spoken(prefix: list[str], out: list[Word], keys: list[str], cut: int,
+                heard: list[Word], committed_end: float, silent_from: float) -> int:
+        """Where the loop found at ``cut`` really starts, past the phrases the speaker said
+        again (a word or two three or four times, a longer phrase twice), in any order ("and
+        so my, and so my, no, no, no")."""
+        while True:
+            past = spoken_twice(prefix, out, keys, spoken_repeats(prefix, out, keys, cut, heard),
+                                committed_end, silent_from)
+            if past == cut:
+                return cut
+            cut = past

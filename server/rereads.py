@@ -90,12 +90,15 @@ def spoken_twice(prefix: list[str], words: list[Word], keys: list[str], cut: int
                  after: float, silent_from: float = float("inf")) -> int:
     """Where the loop that :func:`loop_start` found at ``cut`` really starts, when it is a
     phrase of three or more units said again that the speaker said again (:func:`said_again`;
-    ``after``: where the final words before ``words`` end). The copies after it are judged
-    the same way, one by one: the first that is not said begins the loop."""
+    ``after``: where the final words before ``words`` end). Twice, not more: a third saying
+    in a row is Whisper's loop however the aligner times it. A loop of another phrase after
+    it is judged the same way."""
     seq = prefix + keys
     n0, p = len(prefix), len(prefix) + cut
     length = _loop_length(seq, p) if cut < len(keys) else 0
-    if length < 3 or _loop_times(seq[p : p + length]) != 2 or not said_again(
+    block = seq[p : p + length]
+    third = seq[max(0, p - 2 * length) : p - length] == block
+    if length < 3 or _loop_times(block) != 2 or third or not said_again(
             words, cut, length, words[cut - 1].end if cut else after, silent_from):
         return cut
     end = cut + length
@@ -124,7 +127,7 @@ def said_on(words: list[Word], after: float, silent_from: float = float("inf")) 
     """``words`` go on after ``after`` as speech, not as Whisper reading what came before
     again: see :func:`said_again`."""
     return (bool(words) and words[0].start >= after - REREAD_STRETCH_S
-            and all(not squeezed(w) and w.probability >= ECHO_PROBABILITY
+            and centre(words[0]) >= after and all(not squeezed(w) and w.probability >= ECHO_PROBABILITY
                     and w.start < silent_from for w in words))
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from whisperwire.server.decoding import DecodeRequest, DecodeResult
+from whisperwire.server.judging import Verdict
 from whisperwire.server.rereads import rereads, restarted_head
 from whisperwire.server.session import StreamOptions, StreamSession
 from whisperwire.server.vad import VadOptions, VadSegmenter
@@ -1059,6 +1060,14 @@ def test_a_phrase_said_twice_is_said_twice_where_each_saying_has_its_time():
     assert len(s.judge.accepted_words(own, r, 2.49, 0.0)[0]) == 6
     squeezed = replace(r, words=r.words[:5] + (Word(" see", 1.58, 1.58, 0.99),))
     assert len(s.judge.accepted_words(own, squeezed, 2.49, 0.0)[0]) == 3
+    # said three times, each with time: twice is the speaker's, a third Whisper's loop
+    longer = replace(own, audio=np.zeros(16000 * 3, np.float32))
+    thrice = r.words + (Word(" let", 1.70, 1.84, 0.9), Word(" me", 1.84, 1.98, 1.0),
+                        Word(" see", 1.98, 2.2, 0.99))
+    assert len(s.judge.accepted_words(longer, replace(r, words=thrice), 3.78, 0.0)[0]) == 6
+    # a phrase said twice, then a word said three times: both the speaker's
+    no = tuple(Word(" no", 1.8 + 0.2 * i, 1.95 + 0.2 * i, 0.9) for i in range(3))
+    assert len(s.judge.accepted_words(longer, replace(r, words=r.words + no), 3.78, 0.0)[0]) == 9
     # the second saying begun in the final text: "I think so, I think" final, then "so."
     # ("I think so, I think" was final at one offset of three)
     req = DecodeRequest(3, np.zeros(int(16000 * 2.34), np.float32), 0.9,
@@ -1068,6 +1077,18 @@ def test_a_phrase_said_twice_is_said_twice_where_each_saying_has_its_time():
         " so."]
     inside = replace(so, words=(Word(" so.", 1.5, 1.76, 1.0),))
     assert s.judge.accepted_words(req, inside, 3.24, 2.76, silent_from=3.1)[0] == []
+    # its centre in the final audio: read again, not said (and no half of it is kept)
+    home = DecodeRequest(4, np.zeros(16000 * 3, np.float32), 9.0, prefix=" now what I call home. I",
+                         careful=True, final=True)
+    half = DecodeResult((Word(" call", 0.97, 1.03, 0.9), Word(" home.", 1.03, 1.4, 0.9)),
+                        "", 0.1, -0.3, 1.0)
+    assert s.judge.accepted_words(home, half, 12.0, 10.02)[0] == []
+    # a word said again and again after it was final: the re-read it was, and not rejected
+    go = DecodeRequest(5, np.zeros(16000 * 3, np.float32), 9.0, prefix=" Go, go, go!",
+                       careful=True, final=True)
+    again = DecodeResult(tuple(Word(w, 1.2 + 0.3 * i, 1.45 + 0.3 * i, 0.9)
+                               for i, w in enumerate([" Go,", " go,", " go!"])), "", 0.1, -0.3, 1.0)
+    assert s.judge.accepted_words(go, again, 12.0, 10.0) == ([], Verdict.TRIMMED)
 
 
 def test_a_word_said_again_that_the_aligner_placed_between_two_sayings_is_said():
