@@ -306,10 +306,9 @@ def drop_unsure_echoes(prefix: list[str], words: list[Word], keys: list[str],
             i += 2
             continue
         w, k = words[i], keys[i]
-        echo = unsure(w) or hurried(w, kept_w) or (
-            w.probability < ECHO_PROBABILITY and not takes_its_time(w, kept_w))
-        if (k and before and k == before[-1] and echo
-                and not placed_between(words, i, kept_w, silent_from)):
+        if k and before and k == before[-1] and (unsure(w) or hurried(w, kept_w) or (
+                w.probability < ECHO_PROBABILITY and not takes_its_time(w, kept_w))) and (
+                not placed_between(words, i, kept_w, silent_from)):
             i += 1
             continue
         kept_w.append(w)
