@@ -51,8 +51,9 @@ PHRASES = SHORT + DISFLUENT + SAID_AGAIN
 LEADS = (1.0, 1.11, 1.23)
 
 
-def espeak(text: str) -> np.ndarray:
-    """espeak-ng's reading of ``text``, as 16 kHz float32."""
+def espeak(text: str, rate: int = 16000) -> np.ndarray:
+    """espeak-ng's reading of ``text``, as float32 at ``rate`` (the tests' synthetic speech
+    too)."""
     import io
     import wave
 
@@ -63,9 +64,9 @@ def espeak(text: str) -> np.ndarray:
         raise SystemExit("espeak-ng is not installed (apt-get install espeak-ng)")
     wav = subprocess.run([exe, "--stdout", text], check=True, capture_output=True).stdout
     with wave.open(io.BytesIO(wav)) as w:
-        rate = w.getframerate()
+        sr = w.getframerate()
         x = np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.float32) / 32768.0
-    r = Resampler(rate, 16000)
+    r = Resampler(sr, rate)
     return np.concatenate([r.process(x), r.flush()])
 
 

@@ -14,7 +14,7 @@ from .text import is_unspaced
 from .wire import Word
 
 __all__ = ["centre", "drop_unsure_echoes", "heard_again", "loop_start", "repeated_head",
-           "rereads", "restarted_head", "said_again", "said_on", "spoken", "spoken_repeats",
+           "rereads", "restarted_head", "said_on", "spoken", "spoken_repeats",
            "spoken_twice", "squeezed", "squeezed_runs", "unsaid_words", "words_from"]
 
 
@@ -89,7 +89,7 @@ def spoken_repeats(prefix: list[str], words: list[Word], keys: list[str], cut: i
 def spoken_twice(prefix: list[str], words: list[Word], keys: list[str], cut: int,
                  after: float, silent_from: float = float("inf")) -> int:
     """Where the loop that :func:`loop_start` found at ``cut`` really starts, when it is a
-    phrase of three or more units said again that the speaker said again (:func:`said_again`;
+    phrase of three or more units said again that the speaker said again (:func:`said_on`;
     ``after``: where the final words before ``words`` end). Twice, not more: a third saying
     in a row is Whisper's loop however the aligner times it. A loop of another phrase after
     it is judged the same way."""
@@ -98,8 +98,8 @@ def spoken_twice(prefix: list[str], words: list[Word], keys: list[str], cut: int
     length = _loop_length(seq, p) if cut < len(keys) else 0
     block = seq[p : p + length]
     third = seq[max(0, p - 2 * length) : p - length] == block
-    if length < 3 or _loop_times(block) != 2 or third or not said_again(
-            words, cut, length, words[cut - 1].end if cut else after, silent_from):
+    if length < 3 or _loop_times(block) != 2 or third or not said_on(
+            words[cut : cut + length], words[cut - 1].end if cut else after, silent_from):
         return cut
     end = cut + length
     rest = keys[end:]
@@ -107,27 +107,21 @@ def spoken_twice(prefix: list[str], words: list[Word], keys: list[str], cut: int
                               words[end - 1].end, silent_from)
 
 
-def said_again(words: list[Word], at: int, length: int, after: float,
-               silent_from: float = float("inf")) -> bool:
-    """``words[at:at + length]``, a phrase of three or more units said again, are the speaker
-    saying it twice: each word has time and starts in the speech the VAD heard (before
-    ``silent_from``; the aligner stretches an utterance's last word into the silence after
-    it), and Whisper is sure of it, and the copy starts where the first saying ends (``after``) or
-    later. Whisper's own loop squeezes its copies past the audio or runs on to the token limit
-    (the caller asks only of a decode whose text does not compress like a loop's), and its
-    re-read of final text lies over that text's audio. espeak's "Can you hear me? Can you hear
-    me?" was final as "Can you hear me?" at every start offset: the end decode, its prefix the
-    first saying (to 2.17 s), read the second at 2.27-2.91 s (p 0.98-1.0), then a third with
-    "Can you hear" squeezed at 2.91 s; "Is it on? Is it on?", "Let me see. Let me see." the
-    same."""
-    return length >= 3 and said_on(words[at : at + length], after, silent_from)
-
-
 def said_on(words: list[Word], after: float, silent_from: float = float("inf")) -> bool:
-    """``words`` go on after ``after`` as speech, not as Whisper reading what came before
-    again: see :func:`said_again`."""
+    """``words``, a phrase said again (three or more units) or the rest of one, are the
+    speaker saying it again, not Whisper reading what came before again: each word has time
+    and starts in the speech the VAD heard (before ``silent_from``; the aligner stretches an
+    utterance's last word into the silence after it), Whisper is sure of it, and the first
+    starts where the saying before ends (``after``), its middle after that. Whisper's own loop
+    squeezes its copies past the audio or runs on to the token limit (the caller asks only of
+    a decode whose text does not compress like a loop's), and its re-read of final text lies
+    over that text's audio. espeak's "Can you hear me? Can you hear me?" was final as "Can you
+    hear me?" at every start offset: the end decode, its prefix the first saying (to 2.17 s),
+    read the second at 2.27-2.91 s (p 0.98-1.0), then a third with "Can you hear" squeezed at
+    2.91 s; "Is it on? Is it on?", "Let me see. Let me see." the same."""
     return (bool(words) and words[0].start >= after - REREAD_STRETCH_S
-            and centre(words[0]) >= after and all(not squeezed(w) and w.probability >= ECHO_PROBABILITY
+            and centre(words[0]) >= after
+            and all(not squeezed(w) and w.probability >= ECHO_PROBABILITY
                     and w.start < silent_from for w in words))
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import csv
 import shutil
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -49,20 +48,11 @@ def wav_bytes(x: np.ndarray, rate: int = 16000) -> bytes:
 
 def espeak(text: str, rate: int = 16000) -> np.ndarray:
     """Synthetic speech from espeak-ng, as float32 at ``rate``."""
-    exe = shutil.which("espeak-ng")
-    if exe is None:
+    if shutil.which("espeak-ng") is None:
         pytest.fail("espeak-ng is not installed (apt-get install espeak-ng)")
-    wav = subprocess.run([exe, "--stdout", text], check=True, capture_output=True).stdout
-    import io
-    import wave
+    from bench.phrases import espeak as synthesise
 
-    with wave.open(io.BytesIO(wav)) as w:
-        sr = w.getframerate()
-        x = np.frombuffer(w.readframes(w.getnframes()), "<i2").astype(np.float32) / 32768.0
-    from whisperwire.server.audio import Resampler
-
-    r = Resampler(sr, rate)
-    return np.concatenate([r.process(x), r.flush()])
+    return synthesise(text, rate)
 
 
 class LiveServer:

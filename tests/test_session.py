@@ -61,6 +61,13 @@ def energy_vad() -> VadSegmenter:
     return VadSegmenter(VadOptions(), lambda frame: True)  # energy gate alone decides
 
 
+def end_decode(offset: float, seconds: float, prefix: str = "", id: int = 1) -> DecodeRequest:
+    """A careful decode of ``seconds`` of audio from stream time ``offset`` that ends an
+    utterance (the window the guards judge most)."""
+    return DecodeRequest(id, np.zeros(int(16000 * seconds), np.float32), offset,
+                         prefix=prefix, careful=True, final=True)
+
+
 def drive(session, decoder, audio, chunk=1600, finalize=True, on_req=None, busy=False):
     events = []
     for i in range(0, len(audio), chunk):
@@ -814,8 +821,7 @@ def test_a_reread_sentence_squeezed_past_the_final_audio_is_dropped():
     decode says the sentence again, squeezed into the window's last instant, its last word
     just past the final audio ("salad. salad.")."""
     s = StreamSession(StreamOptions(), energy_vad())
-    req = DecodeRequest(1, np.zeros(16000 * 10, np.float32), 7.74, prefix=" Leda wants to have some salad.",
-                        careful=True, final=True)
+    req = end_decode(7.74, 10, " Leda wants to have some salad.")
     words = [" Leda", " wants", " to", " have", " some"]
     r = DecodeResult(tuple(Word(w, 9.38, 9.38, 0.9) for w in words)
                      + (Word(" salad.", 9.38, 9.48, 1.0),), "", 0.01, -0.05, 1.38)
@@ -830,8 +836,7 @@ def test_a_word_a_speaker_says_three_times_is_no_loop():
     again. A decode that goes on saying it, squeezed past the speech, still loops, whether
     its text compresses like a loop's or not."""
     s = StreamSession(StreamOptions(), energy_vad())
-    req = DecodeRequest(1, np.zeros(int(16000 * 1.62), np.float32), 0.78, careful=True,
-                        final=True)
+    req = end_decode(0.78, 1.62)
     r = DecodeResult((Word(" Go,", 0.0, 0.72, 0.51), Word(" go,", 0.72, 1.10, 0.75),
                       Word(" go,", 1.14, 1.30, 0.97), Word(" go!", 1.44, 1.48, 0.95)),
                      "", 0.48, -0.4, 1.5)
@@ -876,8 +881,7 @@ def test_a_word_said_twice_is_said_twice_however_much_whisper_doubts_the_second(
     the first: "Bye See you tomorrow." was final at every start offset. A doubted echo said in
     a blink (0.08 s) still goes."""
     s = StreamSession(StreamOptions(), energy_vad())
-    req = DecodeRequest(1, np.zeros(int(16000 * 1.95), np.float32), 0.78, careful=True,
-                        final=True)
+    req = end_decode(0.78, 1.95)
     said = (Word(" Bye", 0.0, 0.54, 0.80), Word(" bye.", 0.54, 1.00, 0.46),
             Word(" See", 1.02, 1.20, 0.97), Word(" you", 1.20, 1.40, 0.99),
             Word(" tomorrow.", 1.40, 1.64, 1.0))
@@ -902,8 +906,7 @@ def test_a_pair_said_again_with_time_is_said_though_it_runs_past_the_vad_s_end()
     you." was final. An echo begins where nothing is said; "Ask not. Ask not." with its second
     "Ask" squeezed to no time still goes."""
     s = StreamSession(StreamOptions(), energy_vad())
-    req = DecodeRequest(1, np.zeros(int(16000 * 1.77), np.float32), 0.78, careful=True,
-                        final=True)
+    req = end_decode(0.78, 1.77)
     said = (Word(" Thank", 0.0, 0.68, 0.90), Word(" you.", 0.68, 1.04, 0.74),
             Word(" Thank", 1.08, 1.34, 0.98), Word(" you.", 1.34, 1.74, 0.98))
     r = DecodeResult(said, "", 0.72, -0.3, 1.2)
@@ -921,8 +924,7 @@ def test_the_prefix_s_last_words_read_again_are_no_speaker_s_repeat():
     last word doubted, which no saying in this decode can vouch for; or, inside one decode, a
     pair said again whose second word the aligner squeezed."""
     s = StreamSession(StreamOptions(), energy_vad())
-    req = DecodeRequest(1, np.zeros(16000 * 3, np.float32), 9.0, prefix=" I said thank you.",
-                        careful=True, final=True)
+    req = end_decode(9.0, 3, " I said thank you.")
     pair = (Word(" Thank", 2.05, 2.25, 0.9), Word(" you.", 2.25, 2.25, 0.9))
     r = DecodeResult(pair, "", 0.1, -0.3, 1.0)
     assert s.judge.accepted_words(req, r, 12.0, 11.0, silent_from=11.2)[0] == []
@@ -943,8 +945,7 @@ def test_a_sure_echo_the_aligner_cannot_place_is_dropped():
     """"Yummy." final, then the utterance-end decode says "Yummy." again, sure (p=0.89) but
     with no duration at the window's very end."""
     s = StreamSession(StreamOptions(), energy_vad())
-    req = DecodeRequest(1, np.zeros(16000 * 10, np.float32), 35.86, prefix=" My map will show us. Yummy.",
-                        careful=True, final=True)
+    req = end_decode(35.86, 10, " My map will show us. Yummy.")
     r = DecodeResult((Word(" Yummy.", 10.06, 10.06, 0.89),), "", 0.01, -0.04, 1.04)
     assert s.judge.accepted_words(req, r, 45.95, 45.02)[0] == []
     said = DecodeResult((Word(" Yummy.", 9.5, 9.9, 0.89),), "", 0.01, -0.04, 1.04)
@@ -957,8 +958,7 @@ def test_a_sure_echo_over_the_silence_the_vad_heard_after_the_speech_is_dropped(
     after the speech the VAD heard (to 1.50 s). The same echo inside the speech is kept: a
     speaker's own "maybe, maybe"."""
     s = StreamSession(StreamOptions(), energy_vad())
-    req = DecodeRequest(1, np.zeros(int(16000 * 1.14), np.float32), 0.78, careful=True,
-                        final=True)
+    req = end_decode(0.78, 1.14)
     r = DecodeResult((Word(" Maybe...", 0.0, 0.66, 0.55), Word(" Maybe...", 0.66, 1.10, 0.74)),
                      "", 0.12, -0.3, 1.0)
     kept = s.judge.accepted_words(req, r, 1.92, 0.0, silent_from=1.50)[0]
@@ -973,8 +973,7 @@ def test_a_sure_echo_said_in_a_blink_is_dropped():
     Right.", the second sure (p 0.95) but 60 ms long, right after the first's 0.40 s, inside
     the speech: no one says a word again that fast. A speaker's own "right, right" is kept."""
     s = StreamSession(StreamOptions(), energy_vad())
-    req = DecodeRequest(1, np.zeros(int(16000 * 1.05), np.float32), 0.90, careful=True,
-                        final=True)
+    req = end_decode(0.90, 1.05)
     r = DecodeResult((Word(" Right.", 0.0, 0.40, 0.80), Word(" Right.", 0.40, 0.46, 0.95)),
                      "", 0.33, -0.53, 0.76)
     assert [w.word for w in s.judge.accepted_words(req, r, 1.95, 0.0)[0]] == [" Right."]
@@ -996,8 +995,7 @@ def test_a_word_said_again_after_a_pause_is_said_however_briefly_the_aligner_tim
     0.00-0.40 s, "Right." 0.40-0.46 s). The same cramming took the last copies of "Okay
     okay." and "Yes yes yes.", said 0.30 and 0.18 s after the copy before."""
     s = StreamSession(StreamOptions(), energy_vad())
-    req = DecodeRequest(1, np.zeros(int(16000 * 2.52), np.float32), 0.78, careful=True,
-                        final=True)
+    req = end_decode(0.78, 2.52)
     said = ((" Wait,", 0.0, 0.58, 0.65), (" wait,", 1.22, 1.32, 0.9), (" wait,", 1.72, 1.74, 0.97),
             (" hold", 1.8, 2.0, 0.5), (" on!", 2.0, 2.5, 0.98))
     r = DecodeResult(tuple(Word(*w) for w in said), "", 0.01, -0.3, 1.08)
@@ -1033,8 +1031,7 @@ def test_a_phrase_said_twice_is_said_twice_where_each_saying_has_its_time():
     A copy over the final audio, doubted, or begun where the VAD heard the speech stop stays
     a re-read, and a copy squeezed a loop."""
     s = StreamSession(StreamOptions(), energy_vad())
-    req = DecodeRequest(1, np.zeros(int(16000 * 2.58), np.float32), 0.81,
-                        prefix=" Can you hear me?", careful=True, final=True)
+    req = end_decode(0.81, 2.58, " Can you hear me?")
     copy = ((" Can", 1.46, 1.52, 0.98), (" you", 1.52, 1.72, 0.99), (" hear", 1.72, 1.90, 0.98),
             (" me?", 1.90, 2.10, 1.0))
     loop = ((" Can", 2.10, 2.10, 0.85), (" you", 2.10, 2.10, 0.99), (" hear", 2.10, 2.10, 0.98),
@@ -1070,22 +1067,19 @@ def test_a_phrase_said_twice_is_said_twice_where_each_saying_has_its_time():
     assert len(s.judge.accepted_words(longer, replace(r, words=r.words + no), 3.78, 0.0)[0]) == 9
     # the second saying begun in the final text: "I think so, I think" final, then "so."
     # ("I think so, I think" was final at one offset of three)
-    req = DecodeRequest(3, np.zeros(int(16000 * 2.34), np.float32), 0.9,
-                        prefix=" I think so, I think", careful=True, final=True)
+    req = end_decode(0.9, 2.34, " I think so, I think", id=3)
     so = DecodeResult((Word(" so.", 1.86, 2.12, 1.0),), "", 0.19, -0.12, 0.8)
     assert [w.word for w in s.judge.accepted_words(req, so, 3.24, 2.76, silent_from=3.1)[0]] == [
         " so."]
     inside = replace(so, words=(Word(" so.", 1.5, 1.76, 1.0),))
     assert s.judge.accepted_words(req, inside, 3.24, 2.76, silent_from=3.1)[0] == []
     # its centre in the final audio: read again, not said (and no half of it is kept)
-    home = DecodeRequest(4, np.zeros(16000 * 3, np.float32), 9.0, prefix=" now what I call home. I",
-                         careful=True, final=True)
+    home = end_decode(9.0, 3, " now what I call home. I", id=4)
     half = DecodeResult((Word(" call", 0.97, 1.03, 0.9), Word(" home.", 1.03, 1.4, 0.9)),
                         "", 0.1, -0.3, 1.0)
     assert s.judge.accepted_words(home, half, 12.0, 10.02)[0] == []
     # a word said again and again after it was final: the re-read it was, and not rejected
-    go = DecodeRequest(5, np.zeros(16000 * 3, np.float32), 9.0, prefix=" Go, go, go!",
-                       careful=True, final=True)
+    go = end_decode(9.0, 3, " Go, go, go!", id=5)
     again = DecodeResult(tuple(Word(w, 1.2 + 0.3 * i, 1.45 + 0.3 * i, 0.9)
                                for i, w in enumerate([" Go,", " go,", " go!"])), "", 0.1, -0.3, 1.0)
     assert s.judge.accepted_words(go, again, 12.0, 10.0) == ([], Verdict.TRIMMED)
@@ -1097,8 +1091,7 @@ def test_a_word_said_again_that_the_aligner_placed_between_two_sayings_is_said()
     before "go" at 2.04 s: squeezed, it passed for Whisper's echo, and "Sorry, go ahead" was
     final at every start offset. An echo follows its word at once, or ends the decode."""
     s = StreamSession(StreamOptions(), energy_vad())
-    req = DecodeRequest(1, np.zeros(int(16000 * 1.92), np.float32), 0.78, careful=True,
-                        final=True)
+    req = end_decode(0.78, 1.92)
     said = (Word(" Sorry,", 0.0, 0.54, 0.66), Word(" sorry,", 1.06, 1.06, 0.81),
             Word(" go", 1.26, 1.38, 0.93), Word(" ahead", 1.38, 1.60, 0.92))
     r = DecodeResult(said, "", 0.4, -0.5, 1.1)
@@ -1124,8 +1117,7 @@ def test_a_two_word_echo_the_aligner_cannot_place_is_dropped():
     decode of "ask not" says "Ask not. Ask not.", the second "Ask" squeezed to no time at the
     window's end. A speaker's own "no, no" takes time to say, each word of it."""
     s = StreamSession(StreamOptions(), energy_vad())
-    req = DecodeRequest(1, np.zeros(int(16000 * 4.95), np.float32), 0.0,
-                        prefix=" And so my fellow Americans.", careful=True, final=True)
+    req = end_decode(0.0, 4.95, " And so my fellow Americans.")
     r = DecodeResult((Word(" Ask", 3.68, 3.90, 0.68), Word(" not.", 3.90, 4.56, 0.70),
                       Word(" Ask", 4.78, 4.78, 0.91), Word(" not.", 4.78, 4.92, 0.87)),
                      "", 0.01, -0.2, 1.02)
