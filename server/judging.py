@@ -8,6 +8,8 @@ from __future__ import annotations
 import enum
 from dataclasses import replace
 
+import numpy as np
+
 from .agreement import join_words, split_units, unit_key
 from .audio import MODEL_RATE
 from .decoding import DecodeRequest, DecodeResult
@@ -18,7 +20,7 @@ from .stream_options import StreamOptions
 from .text import is_unspaced
 from .text import split_units as text_units
 from .utterance import EndMark, Kind, Run
-from .voicing import voiced
+from .voicing import a_voice, voiced
 from .wire import Word
 
 __all__ = ["Judge", "Verdict"]
@@ -139,8 +141,9 @@ class Judge:
         words before the loop are not to be trusted either."""
         return r.compression_ratio > self.opt.compression_ratio_threshold
 
-    def says_no_speech(self, r: DecodeResult) -> bool:
-        """Whisper itself says the window holds no speech."""
+    def says_no_speech(self, r: DecodeResult, heard: np.ndarray | None = None) -> bool:
+        """Whisper itself says the window holds no speech. ``heard``: the window's audio past
+        the final words, if known."""
         o = self.opt
         if o.sure_no_speech and r.no_speech_prob > o.sure_no_speech:
             return True
@@ -150,8 +153,16 @@ class Judge:
             # its words stay unlikely one by one
             or bool(r.words and max(w.probability for w in r.words) < 0.5)
             # a tone heard as a loop ("Beep Beep Beep...", "F- F- F-...", no-speech 0.74-0.85):
-            # likely words, each the last one again
-            or self.degenerate(r))
+            # likely words, each the last one again. Not a voice saying a phrase again and
+            # again: espeak's "Can you hear me?" said three times looped on to six in every
+            # end decode, at no-speech 0.58-0.74, and nothing at all was said; the loop guard
+            # cuts such a loop instead
+            or (self.degenerate(r) and not (heard is not None and a_voice(heard))))
+
+    @staticmethod
+    def heard(req: DecodeRequest, committed_end: float) -> np.ndarray:
+        """The window's audio past the final words (all of it when they end before it)."""
+        return req.audio[max(0, int(round((committed_end - req.offset) * MODEL_RATE))):]
 
     def silent_from(self, u: Run, win_end: float) -> float:
         """Where the VAD heard the speech stop, when the window ends at an utterance's end
@@ -165,7 +176,7 @@ class Judge:
         """The result's words in stream time, minus Whisper's known inventions; and what the
         guards made of the decode (a loop they could not cut away rejects it as a whole).
         ``silent_from``: see :meth:`silent_from`."""
-        if self.says_no_speech(r):
+        if self.says_no_speech(r, self.heard(req, committed_end)):
             return [], Verdict.WHOLE
         out = []
         for w in r.words:
@@ -216,7 +227,11 @@ class Judge:
         # audio (en-06: "Does he" final, then "know the biscuit? Does he know the biscuit?",
         # the second "know the biscuit?" squeezed: cut after it, "Does he" was said twice)
         cut = loop_start(prefix, keys)
-        if not self.degenerate(r):  # (a decode that ran on saying it is Whisper's loop)
+        # a decode that ran on saying it is Whisper's loop; but an utterance's end decode, which
+        # knows where the speech stopped, keeps the sayings said in it before the loop ran on
+        # past them (espeak's "Can you hear me?" said three times: six sayings, the second
+        # 2.27-3.25 s with p 0.97-1.0, the copies after the third squeezed at 3.97-4.09 s)
+        if not self.degenerate(r) or silent_from < float("inf"):
             cut = self._spoken(prefix, out, keys, cut, heard, committed_end, silent_from)
         kept = [w for w in out[:cut] if id(w) not in unsaid]
         trimmed = cut < len(keys) or len(kept) < new or first + new < len(r.words)

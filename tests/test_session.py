@@ -705,6 +705,40 @@ def test_what_whisper_is_all_but_sure_is_no_speech_gives_no_words():
     assert off.judge.accepted_words(req, beeps, 2.0, 0.0)[0] != []
 
 
+def test_a_voice_saying_a_phrase_again_and_again_is_speech_where_whisper_loops_on():
+    """espeak's "Can you hear me?" said three times: every end decode looped on to six
+    sayings (compression ratio 3.0-4.1) at no-speech 0.58-0.74, and the rule for a tone heard
+    as a loop judged it no speech: nothing at all was said, at every start offset. A voice is
+    no tone: the loop guard cuts the loop instead, and keeps each saying that has its time in
+    the speech (two here: the third the aligner squeezed among the loop's copies). The same
+    decode of a tone says nothing, as before, and so does one of noise."""
+    from conftest import espeak
+
+    s = StreamSession(StreamOptions(), energy_vad())
+    said = espeak("Can you hear me? Can you hear me? Can you hear me?")
+    audio = np.concatenate([np.zeros(3040, np.float32), said, np.zeros(3840, np.float32)])
+    req = DecodeRequest(1, audio, 0.81, careful=True, final=True)
+    times = [(0.81, 1.25, 0.32), (1.25, 1.45, 0.95), (1.45, 1.63, 0.34), (1.63, 2.17, 0.99),
+             (2.27, 2.31, 0.97), (2.31, 2.53, 0.99), (2.53, 2.71, 0.98), (2.71, 3.25, 1.0),
+             (3.35, 3.41, 0.98), (3.41, 3.53, 0.99), (3.53, 3.53, 0.97), (3.53, 3.53, 1.0),
+             (3.53, 3.53, 0.96), (3.53, 3.63, 0.99), (3.63, 3.79, 0.97), (3.79, 3.97, 1.0)]
+    times += [(3.97, 3.97, 0.9)] * 4 + [(4.09, 4.09, 0.9)] * 4
+    words = tuple(Word(w, a - 0.81, b - 0.81, p) for w, (a, b, p)
+                  in zip([" Can", " you", " hear", " me?"] * 6, times))
+    loop = DecodeResult(words, " Can you hear me?" * 6, 0.70, -0.16, 3.6)
+
+    def kept(r: DecodeRequest) -> str:
+        return "".join(w.word for w in s.judge.accepted_words(r, loop, 4.23, 0.0,
+                                                              silent_from=4.0)[0])
+
+    assert kept(req) == " Can you hear me? Can you hear me?"
+    t = np.arange(len(audio)) / 16000
+    tone = replace(req, audio=(0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32))
+    assert kept(tone) == ""
+    noise = np.random.default_rng(0).normal(0, 0.1, len(audio)).astype(np.float32)
+    assert kept(replace(req, audio=noise)) == ""
+
+
 def test_an_end_decode_never_hears_a_tone_after_the_speech():
     """A tone 0.4 s after the speaker stops: webrtcvad calls its first 240 ms speech before
     the VAD's tone check can tell, so they joined the utterance, and its end decode wrote
