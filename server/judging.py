@@ -13,8 +13,8 @@ import numpy as np
 from .agreement import join_words, split_units, unit_key
 from .audio import MODEL_RATE
 from .decoding import DecodeRequest, DecodeResult
-from .rereads import (REREAD_UNITS, centre, drop_unsure_echoes, heard_again, loop_start,
-                      repeated_head, restarted_head, said_on, spoken, spoken_repeats,
+from .rereads import (REREAD_UNITS, centre, drop_unsure_echoes, heard_again, loop_phrase,
+                      loop_start, repeated_head, restarted_head, said_on, spoken, spoken_repeats,
                       spoken_twice, squeezed, squeezed_runs, unsaid_words, words_from)
 from .stream_options import StreamOptions
 from .text import is_unspaced
@@ -143,7 +143,7 @@ class Judge:
 
     def says_no_speech(self, r: DecodeResult, heard: np.ndarray | None = None) -> bool:
         """Whisper itself says the window holds no speech. ``heard``: the window's audio past
-        the final words, if known."""
+        the final words, if known (see :meth:`voice_loops`)."""
         o = self.opt
         if o.sure_no_speech and r.no_speech_prob > o.sure_no_speech:
             return True
@@ -153,11 +153,22 @@ class Judge:
             # its words stay unlikely one by one
             or bool(r.words and max(w.probability for w in r.words) < 0.5)
             # a tone heard as a loop ("Beep Beep Beep...", "F- F- F-...", no-speech 0.74-0.85):
-            # likely words, each the last one again. Not a voice saying a phrase again and
-            # again: espeak's "Can you hear me?" said three times looped on to six in every
-            # end decode, at no-speech 0.58-0.74, and nothing at all was said; the loop guard
-            # cuts such a loop instead
-            or (self.degenerate(r) and not (heard is not None and a_voice(heard))))
+            # likely words, each the last one again
+            or (self.degenerate(r) and not self.voice_loops(r, heard)))
+
+    def voice_loops(self, r: DecodeResult, heard: np.ndarray | None) -> bool:
+        """A decode that loops on a phrase of three units or more, where Whisper says the window
+        may hold no speech (over ``no_speech_threshold``) and the audio past the final words,
+        ``heard``, is a voice (:func:`.voicing.a_voice`): someone saying a question again and
+        again, not a tone. espeak's "Can you hear me?" said three times looped on to six in
+        every end decode, at no-speech 0.58-0.74, and the rule for a tone heard as a loop left
+        nothing at all said. What a tone, a beep, a buzz or music loops on is a word or two
+        ("Beep", "F-", "Thank you."); and a harmonic sound (a square wave, a buzz, an
+        instrument) is as periodic as a voice and no more tonal, so it takes both."""
+        if heard is None or not self.degenerate(r) or r.no_speech_prob <= self.opt.no_speech_threshold:
+            return False
+        keys = [unit_key(w.word) for w in split_units(r.words)]
+        return loop_phrase([], keys) >= 3 and a_voice(heard)
 
     @staticmethod
     def heard(req: DecodeRequest, committed_end: float) -> np.ndarray:
@@ -227,11 +238,13 @@ class Judge:
         # audio (en-06: "Does he" final, then "know the biscuit? Does he know the biscuit?",
         # the second "know the biscuit?" squeezed: cut after it, "Does he" was said twice)
         cut = loop_start(prefix, keys)
-        # a decode that ran on saying it is Whisper's loop; but an utterance's end decode, which
-        # knows where the speech stopped, keeps the sayings said in it before the loop ran on
-        # past them (espeak's "Can you hear me?" said three times: six sayings, the second
-        # 2.27-3.25 s with p 0.97-1.0, the copies after the third squeezed at 3.97-4.09 s)
-        if not self.degenerate(r) or silent_from < float("inf"):
+        # a decode that ran on saying it is Whisper's loop; but a voice's loop in an utterance's
+        # end decode, which knows where the speech stopped, keeps the sayings said in it before
+        # the loop ran on past them (espeak's "Can you hear me?" said three times: six sayings,
+        # the second 2.27-3.25 s with p 0.97-1.0, the copies after the third squeezed at
+        # 3.97-4.09 s)
+        if not self.degenerate(r) or (silent_from < float("inf") and self.voice_loops(
+                r, self.heard(req, committed_end))):
             cut = self._spoken(prefix, out, keys, cut, heard, committed_end, silent_from)
         kept = [w for w in out[:cut] if id(w) not in unsaid]
         trimmed = cut < len(keys) or len(kept) < new or first + new < len(r.words)

@@ -13,7 +13,8 @@ from .decoding import DecodeRequest
 from .text import is_unspaced
 from .wire import Word
 
-__all__ = ["centre", "drop_unsure_echoes", "heard_again", "loop_start", "repeated_head",
+__all__ = ["centre", "drop_unsure_echoes", "heard_again", "loop_phrase", "loop_start",
+           "repeated_head",
            "rereads", "restarted_head", "said_on", "spoken", "spoken_repeats",
            "spoken_twice", "squeezed", "squeezed_runs", "unsaid_words", "words_from"]
 
@@ -31,6 +32,13 @@ def loop_start(prefix: list[str], keys: list[str]) -> int:
         if _loop_length(seq, p):
             return max(0, p - n0)
     return len(keys)
+
+
+def loop_phrase(prefix: list[str], keys: list[str]) -> int:
+    """How many units the phrase has whose repeats make the loop :func:`loop_start` finds (0:
+    none)."""
+    cut = loop_start(prefix, keys)
+    return _loop_length(prefix + keys, len(prefix) + cut) if cut < len(keys) else 0
 
 
 def _loop_length(seq: list[str], p: int) -> int:

@@ -235,8 +235,9 @@ def test_a_question_said_three_times_is_said(live_server):
     """"Can you hear me?" said three times, as at a meeting's start: tiny.en's end decodes
     looped on to six sayings and said the window may hold no speech (0.58-0.74), the rule
     for a tone heard as a loop took it for one, and nothing at all was said (replayed at
-    three start offsets). Now each saying the aligner gives its time is said: one or two of
-    the three (the third squeezed among the loop's copies), and never a word more."""
+    three start offsets in process, and over the WebSocket). Now each saying the aligner gives
+    its time is said: one or two of the three (the third squeezed among the loop's copies),
+    and never a word more."""
     from conftest import espeak
 
     phrase = "Can you hear me? Can you hear me? Can you hear me?"
@@ -244,7 +245,8 @@ def test_a_question_said_three_times_is_said(live_server):
                         np.zeros(32000, np.float32)])
     res = stream(live_server, s16(x), speed=1.0)
     said = normalize(res.text)
-    assert said and said == ["can", "you", "hear", "me"] * (len(said) // 4), res.text
+    assert 1 <= len(said) // 4 <= 3 and said == ["can", "you", "hear", "me"] * (len(said) // 4), \
+        res.text
 
 
 @pytest.mark.parametrize("phrase", ["We expect 3.5 billion dollars in the second quarter.",

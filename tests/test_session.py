@@ -711,13 +711,14 @@ def test_a_voice_saying_a_phrase_again_and_again_is_speech_where_whisper_loops_o
     as a loop judged it no speech: nothing at all was said, at every start offset. A voice is
     no tone: the loop guard cuts the loop instead, and keeps each saying that has its time in
     the speech (two here: the third the aligner squeezed among the loop's copies). The same
-    decode of a tone says nothing, as before, and so does one of noise."""
+    decode of a tone says nothing, as before, and so does one of noise; so does a loop on a
+    word or two, as a tone's, a buzz's or music's is, over the voice."""
     from conftest import espeak
 
     s = StreamSession(StreamOptions(), energy_vad())
     said = espeak("Can you hear me? Can you hear me? Can you hear me?")
     audio = np.concatenate([np.zeros(3040, np.float32), said, np.zeros(3840, np.float32)])
-    req = DecodeRequest(1, audio, 0.81, careful=True, final=True)
+    req = DecodeRequest(1, audio[: int(16000 * 3.42)], 0.81, careful=True, final=True)
     times = [(0.81, 1.25, 0.32), (1.25, 1.45, 0.95), (1.45, 1.63, 0.34), (1.63, 2.17, 0.99),
              (2.27, 2.31, 0.97), (2.31, 2.53, 0.99), (2.53, 2.71, 0.98), (2.71, 3.25, 1.0),
              (3.35, 3.41, 0.98), (3.41, 3.53, 0.99), (3.53, 3.53, 0.97), (3.53, 3.53, 1.0),
@@ -732,6 +733,10 @@ def test_a_voice_saying_a_phrase_again_and_again_is_speech_where_whisper_loops_o
                                                               silent_from=4.0)[0])
 
     assert kept(req) == " Can you hear me? Can you hear me?"
+    # a loop on a word or two is what a tone, a buzz or music makes Whisper write
+    beep = DecodeResult(tuple(Word(" Beep", 0.1 * i, 0.1 * i + 0.1, 0.95) for i in range(13)),
+                        " Beep" * 13, 0.76, -0.22, 4.3)
+    assert s.judge.accepted_words(req, beep, 4.23, 0.0, silent_from=4.0)[0] == []
     t = np.arange(len(audio)) / 16000
     tone = replace(req, audio=(0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32))
     assert kept(tone) == ""
