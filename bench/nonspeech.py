@@ -73,6 +73,15 @@ def sounds() -> dict[str, np.ndarray]:
     out["noise bursts"] = np.concatenate([
         _fade(0.3 * rng.standard_normal(int(SR * 0.25))), _silence(1.0),
         _fade(0.3 * rng.standard_normal(int(SR * 0.15)))])
+    # harmonic sounds, as periodic as a voice and no more tonal (many spectral peaks): a
+    # buzzer's square-wave beeps, a sawtooth buzz, an instrument's notes with their overtones
+    square = 0.2 * np.sign(np.sin(2 * np.pi * 880 * _t(0.3)))
+    out["square beeps"] = np.concatenate([np.concatenate([_fade(square), _silence(0.7)])
+                                          for _ in range(8)])
+    out["buzz 120 Hz"] = _fade(0.2 * (2 * ((120 * _t(4)) % 1) - 1))
+    out["piano"] = np.concatenate([_fade(sum(
+        0.25 / k * np.sin(2 * np.pi * f * k * _t(0.4)) * np.exp(-4 * _t(0.4))
+        for k in range(1, 9))) for f in (262, 330, 392, 523, 392, 330, 262, 196)])
     return out
 
 

@@ -47,7 +47,11 @@ SAID_AGAIN = ["Can you hear me? Can you hear me?", "Is it on? Is it on?",
               "We need to go. We need to go now.", "No no no no.", "Yes, yes, I agree.",
               "Right right right.", "Okay, so, so, so the plan is simple.",
               "Good morning, good morning everyone.", "Sorry, sorry, go ahead."]
-PHRASES = SHORT + DISFLUENT + SAID_AGAIN
+# a question said three times, as at a meeting's start
+SAID_THRICE = ["Can you hear me? Can you hear me? Can you hear me?",
+               "Hello, can you hear me? Hello, can you hear me? Hello, can you hear me?",
+               "Are you there? Are you there? Are you there?", "Testing, testing, testing."]
+PHRASES = SHORT + DISFLUENT + SAID_AGAIN + SAID_THRICE
 LEADS = (1.0, 1.11, 1.23)
 
 
