@@ -42,6 +42,11 @@ def _tone(hz: float, seconds: float, level: float = 0.3) -> np.ndarray:
     return _fade(level * np.sin(2 * np.pi * hz * _t(seconds)))
 
 
+# the sounds whose spectrum is no few pure lines, as a voice's is not: the VAD's tone check
+# passes them (``VadOptions.tone_peaks``)
+NOT_TONAL = ("hum 50 Hz", "clicks", "noise bursts", "square wave", "sawtooth 120 Hz", "piano")
+
+
 def sounds() -> dict[str, np.ndarray]:
     """The sounds, each a few seconds long, generated the same way every run."""
     rng = np.random.default_rng(1)
@@ -76,9 +81,9 @@ def sounds() -> dict[str, np.ndarray]:
     # harmonic sounds, as periodic as a voice and no more tonal (many spectral peaks): a
     # buzzer's square-wave beeps, a sawtooth buzz, an instrument's notes with their overtones
     square = 0.2 * np.sign(np.sin(2 * np.pi * 880 * _t(0.3)))
-    out["square beeps"] = np.concatenate([np.concatenate([_fade(square), _silence(0.7)])
+    out["square wave"] = np.concatenate([np.concatenate([_fade(square), _silence(0.7)])
                                           for _ in range(8)])
-    out["buzz 120 Hz"] = _fade(0.2 * (2 * ((120 * _t(4)) % 1) - 1))
+    out["sawtooth 120 Hz"] = _fade(0.2 * (2 * ((120 * _t(4)) % 1) - 1))
     out["piano"] = np.concatenate([_fade(sum(
         0.25 / k * np.sin(2 * np.pi * f * k * _t(0.4)) * np.exp(-4 * _t(0.4))
         for k in range(1, 9))) for f in (262, 330, 392, 523, 392, 330, 262, 196)])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.nonspeech import sounds
+from bench.nonspeech import NOT_TONAL, sounds
 from conftest import espeak, load16k
 from whisperwire.server.vad import (
     SpeechAudio,
@@ -99,7 +99,7 @@ def gap(seconds: float) -> np.ndarray:
 
 # the sounds ``python -m bench.nonspeech`` measures; these are the tonal ones
 SOUNDS = sounds()
-TONAL = sorted(k for k in SOUNDS if k not in ("hum 50 Hz", "clicks", "noise bursts"))
+TONAL = sorted(k for k in SOUNDS if k not in NOT_TONAL)
 
 
 @pytest.mark.parametrize("name", TONAL)
