@@ -32,12 +32,18 @@ class Verdict(enum.Enum):
     WHOLE = "whole"  # nothing cut
     TRIMMED = "trimmed"  # a loop, echo or re-read phrase cut away; the words before it kept
     REJECTED = "rejected"  # nothing to trust: ask again differently
+    NO_SPEECH = "no speech"  # Whisper says the window holds none: nothing to ask again
 
 
 def held_words(u: Run) -> list[Word]:
     """The window's previous hypothesis past the committed point: what a careful decode that
     jumps leaves out (:meth:`Judge.skips`, ``jumped_over``)."""
     return [w for w in u.buffer.pending if w.start >= u.buffer.committed_end - 0.05]
+
+
+def heard_past(req: DecodeRequest, committed_end: float) -> np.ndarray:
+    """The window's audio past the final words (all of it when they end before it)."""
+    return req.audio[max(0, int(round((committed_end - req.offset) * MODEL_RATE))):]
 
 
 def end_mark(u: Run, win_end: float) -> EndMark | None:
@@ -141,9 +147,9 @@ class Judge:
         words before the loop are not to be trusted either."""
         return r.compression_ratio > self.opt.compression_ratio_threshold
 
-    def says_no_speech(self, r: DecodeResult, heard: np.ndarray | None = None) -> bool:
-        """Whisper itself says the window holds no speech. ``heard``: the window's audio past
-        the final words, if known (see :meth:`voice_loops`)."""
+    def says_no_speech(self, r: DecodeResult, voice_loop: bool = False) -> bool:
+        """Whisper itself says the window holds no speech. ``voice_loop``: the decode is a
+        voice's loop (see :meth:`voice_loops`)."""
         o = self.opt
         if o.sure_no_speech and r.no_speech_prob > o.sure_no_speech:
             return True
@@ -154,9 +160,9 @@ class Judge:
             or bool(r.words and max(w.probability for w in r.words) < 0.5)
             # a tone heard as a loop ("Beep Beep Beep...", "F- F- F-...", no-speech 0.74-0.85):
             # likely words, each the last one again
-            or (self.degenerate(r) and not self.voice_loops(r, heard)))
+            or (self.degenerate(r) and not voice_loop))
 
-    def voice_loops(self, r: DecodeResult, heard: np.ndarray | None) -> bool:
+    def voice_loops(self, r: DecodeResult, heard: np.ndarray) -> bool:
         """A decode that loops on a phrase of three units or more, where Whisper says the window
         may hold no speech (over ``no_speech_threshold``) and the audio past the final words,
         ``heard``, is a voice (:func:`.voicing.a_voice`): someone saying a question again and
@@ -165,15 +171,10 @@ class Judge:
         nothing at all said. What a tone, a beep, a buzz or music loops on is a word or two
         ("Beep", "F-", "Thank you."); and a harmonic sound (a square wave, a buzz, an
         instrument) is as periodic as a voice and no more tonal, so it takes both."""
-        if heard is None or not self.degenerate(r) or r.no_speech_prob <= self.opt.no_speech_threshold:
+        if not self.degenerate(r) or r.no_speech_prob <= self.opt.no_speech_threshold:
             return False
         keys = [unit_key(w.word) for w in split_units(r.words)]
         return loop_phrase([], keys) >= 3 and a_voice(heard)
-
-    @staticmethod
-    def heard(req: DecodeRequest, committed_end: float) -> np.ndarray:
-        """The window's audio past the final words (all of it when they end before it)."""
-        return req.audio[max(0, int(round((committed_end - req.offset) * MODEL_RATE))):]
 
     def silent_from(self, u: Run, win_end: float) -> float:
         """Where the VAD heard the speech stop, when the window ends at an utterance's end
@@ -187,8 +188,9 @@ class Judge:
         """The result's words in stream time, minus Whisper's known inventions; and what the
         guards made of the decode (a loop they could not cut away rejects it as a whole).
         ``silent_from``: see :meth:`silent_from`."""
-        if self.says_no_speech(r, self.heard(req, committed_end)):
-            return [], Verdict.WHOLE
+        voice = self.voice_loops(r, heard_past(req, committed_end))
+        if self.says_no_speech(r, voice):
+            return [], Verdict.NO_SPEECH
         out = []
         for w in r.words:
             start = min(req.offset + w.start, win_end)
@@ -205,6 +207,12 @@ class Judge:
         # Love's China. Jumanjo" with "China." squeezed past its audio)
         said = req.prefix or join_words(words_from(committed or [], req.offset))
         prefix = [unit_key(x) for x in text_units(said)]
+        # a decode that ran on saying it is Whisper's loop; but a voice's loop in an utterance's
+        # end decode, which knows where the speech stopped, keeps the sayings said in it before
+        # the loop ran on past them (espeak's "Can you hear me?" said three times: six sayings,
+        # the second 2.27-3.25 s with p 0.97-1.0, the copies after the third squeezed at
+        # 3.97-4.09 s)
+        repeats_said = not self.degenerate(r) or (voice and silent_from < float("inf"))
         # words nothing in the audio says: they go after the loop cut (below)
         unsaid = unsaid_words(req, out, prefix[-REREAD_UNITS:]) | squeezed_runs(prefix, out, keys)
         # Whisper re-reading the phrase that ends its prefix, wherever the aligner put it (often
@@ -212,7 +220,7 @@ class Judge:
         head = repeated_head(prefix, keys)
         skip = max(head, restarted_head(prefix, keys))
         args = (req, r, out, keys, prefix, unsaid, committed or [], committed_end, silent_from,
-                lapsed)
+                lapsed, repeats_said)
         # ... unless the speaker said that phrase again ("Can you hear me? Can you hear me?";
         # "I think so, I think" final, then "so."): unless what follows then loops from its
         # first word on ("Go, go, go!" final, then "Go, go, go!" with time), which was the
@@ -226,9 +234,10 @@ class Judge:
 
     def _past_head(self, skip: int, req: DecodeRequest, r: DecodeResult, out: list[Word],
                    keys: list[str], prefix: list[str], unsaid: set[int], committed: list[Word],
-                   committed_end: float, silent_from: float, lapsed: bool
+                   committed_end: float, silent_from: float, lapsed: bool, repeats_said: bool
                    ) -> tuple[list[Word], Verdict]:
-        """:meth:`accepted_words` for the words after the first ``skip`` (a re-read)."""
+        """:meth:`accepted_words` for the words after the first ``skip`` (a re-read);
+        ``repeats_said``: whether phrases said again may be the speaker's (:meth:`_spoken`)."""
         out, keys = out[skip:], keys[skip:]
         first = heard_again(req, out, keys, prefix, committed, committed_end)
         out, keys = out[first:], keys[first:]
@@ -238,13 +247,7 @@ class Judge:
         # audio (en-06: "Does he" final, then "know the biscuit? Does he know the biscuit?",
         # the second "know the biscuit?" squeezed: cut after it, "Does he" was said twice)
         cut = loop_start(prefix, keys)
-        # a decode that ran on saying it is Whisper's loop; but a voice's loop in an utterance's
-        # end decode, which knows where the speech stopped, keeps the sayings said in it before
-        # the loop ran on past them (espeak's "Can you hear me?" said three times: six sayings,
-        # the second 2.27-3.25 s with p 0.97-1.0, the copies after the third squeezed at
-        # 3.97-4.09 s)
-        if not self.degenerate(r) or (silent_from < float("inf") and self.voice_loops(
-                r, self.heard(req, committed_end))):
+        if repeats_said:
             cut = self._spoken(prefix, out, keys, cut, heard, committed_end, silent_from)
         kept = [w for w in out[:cut] if id(w) not in unsaid]
         trimmed = cut < len(keys) or len(kept) < new or first + new < len(r.words)

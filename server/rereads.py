@@ -14,8 +14,7 @@ from .text import is_unspaced
 from .wire import Word
 
 __all__ = ["centre", "drop_unsure_echoes", "heard_again", "loop_phrase", "loop_start",
-           "repeated_head",
-           "rereads", "restarted_head", "said_on", "spoken", "spoken_repeats",
+           "repeated_head", "rereads", "restarted_head", "said_on", "spoken", "spoken_repeats",
            "spoken_twice", "squeezed", "squeezed_runs", "unsaid_words", "words_from"]
 
 

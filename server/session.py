@@ -436,9 +436,8 @@ class StreamSession:
         # so does a careful decode that heard no word in seconds of new speech: after a forced
         # prefix Whisper may only close its sentence ("Cajun loves China" + ".") and stop
         mute = (req.careful and not any(spoken(w) for w in words)
-                and win_end - u.buffer.committed_end >= self.opt.mute_retry_ms / 1000
-                and not self.judge.says_no_speech(result,
-                                                  self.judge.heard(req, u.buffer.committed_end)))
+                and verdict != Verdict.NO_SPEECH
+                and win_end - u.buffer.committed_end >= self.opt.mute_retry_ms / 1000)
         skipped = req.careful and self.judge.skips(u, req, words)
         if (verdict == Verdict.REJECTED or stalls or mute or skipped) and req.careful \
                 and u.retries < len(ATTEMPTS) - 1:
