@@ -11,7 +11,7 @@ A phrase counts where the finals at some offset differ from offline after normal
 case, no punctuation): "lost" where they are shorter. Sampled temperature fallbacks make a few
 short answers ("Uh-huh.") draw differently run to run.
 
-``python -m bench.phrases [--name NAME] [--only TEXT]`` (about 6 minutes on 2 cores)
+``python -m bench.phrases [--name NAME] [--only TEXT]`` (about 7 minutes on 2 cores)
 """
 
 from __future__ import annotations
