@@ -38,6 +38,9 @@ class DecodeRequest:
     # speaks the request's language and task (else by the main model, and ``draft`` is off in
     # the result: its words are the main model's, good for finals)
     draft: bool = False
+    # encode the window padded to Whisper's whole 30 s input, where its no-speech rule was
+    # made (the engine gives a short window a shorter, cheaper input otherwise)
+    whole: bool = False
 
     @property
     def duration(self) -> float:
@@ -57,3 +60,4 @@ class DecodeResult:
     language: str | None = None
     language_probability: float = 0.0  # when detected
     draft: bool = False  # read by the draft model: fit for a partial, never for a final
+    whole: bool = False  # encoded on Whisper's whole 30 s input (see DecodeRequest.whole)

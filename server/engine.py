@@ -537,7 +537,7 @@ class Engine:
 
     def _plan(self, r: DecodeRequest, prompt_len: int) -> _Plan:
         cap_frames = self._frames_for(r.duration, self.opt.encoder_granularity_s or 2.0)
-        frames = self._frames_for(r.duration)
+        frames = MAX_FRAMES if r.whole else self._frames_for(r.duration)
         if r.careful and self.opt.encoder_granularity_s > 0 and self.opt.careful_min_encoder_s \
                 and (not self.opt.careful_short_s or r.duration <= self.opt.careful_short_s) \
                 and not self._wm.model.is_multilingual:
@@ -597,7 +597,8 @@ class Engine:
         for (tokens, avg_lp, nsp), t, w, lang, x, lp in zip(results, toks, words, langs, pre, probs):
             text = t.decode([tk for tk in tokens[len(x) :] if tk < t.eot]).strip()
             cr = get_compression_ratio(t.decode(tokens).strip())
-            out.append(DecodeResult(tuple(w), text, nsp, avg_lp, cr, lang, lp))
+            out.append(DecodeResult(tuple(w), text, nsp, avg_lp, cr, lang, lp,
+                                    whole=plan.frames >= MAX_FRAMES))
         return out
 
     def _encode(self, feats: np.ndarray) -> tuple[Any, list[Any] | None]:

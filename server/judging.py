@@ -176,6 +176,20 @@ class Judge:
         keys = [unit_key(w.word) for w in split_units(r.words)]
         return loop_phrase([], keys) >= 3 and a_voice(heard)
 
+    def hushed(self, req: DecodeRequest, r: DecodeResult, committed_end: float) -> bool:
+        """A careful decode that Whisper's no-speech rule called silence (not sure of it:
+        ``sure_no_speech``) on an encoder input shorter than its 30 s (the engine says which
+        input it used), where the audio past
+        the final words is a voice (:func:`.voicing.a_voice`). The rule was made on the whole
+        input Whisper trained on. espeak's "Is it on? Is it on?" with a 1 s lead: its 1.8 s
+        end decode, encoded in 8 s, read "It's all, it's all, it's all" at log-probability
+        -1.14 and no-speech 0.73, and nothing was said; on the 30 s input, "Give it on, give
+        it on." at -0.78 and 0.39 (in 16 s still 0.64)."""
+        o = self.opt
+        return (o.hushed_retry and req.careful and not r.whole
+                and not (o.sure_no_speech and r.no_speech_prob > o.sure_no_speech)
+                and a_voice(heard_past(req, committed_end)))
+
     def silent_from(self, u: Run, win_end: float) -> float:
         """Where the VAD heard the speech stop, when the window ends at an utterance's end
         (the hangover's silence follows); else never."""

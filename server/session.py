@@ -242,6 +242,7 @@ class StreamSession:
             careful=careful,
             session=self.name,
             draft=draft,
+            whole=careful and u.whole_at == end,
         )
         u.decoded_to = end
         if not draft:
@@ -439,6 +440,14 @@ class StreamSession:
                 and verdict != Verdict.NO_SPEECH
                 and win_end - u.buffer.committed_end >= self.opt.mute_retry_ms / 1000)
         skipped = req.careful and self.judge.skips(u, req, words)
+        # and one Whisper called silence over a voice, on a shorter input than its own 30 s,
+        # is asked on that once (and so are the window's retries after it)
+        at = int(round(win_end * MODEL_RATE))
+        if verdict == Verdict.NO_SPEECH and u.whole_at != at and self.judge.hushed(
+                req, result, u.buffer.committed_end):
+            u.whole_at = at
+            u.decoded_to = u.window_start
+            return
         if (verdict == Verdict.REJECTED or stalls or mute or skipped) and req.careful \
                 and u.retries < len(ATTEMPTS) - 1:
             u.retries += 1  # retried differently (see next_decode), never skipped
@@ -447,7 +456,7 @@ class StreamSession:
             return
         if u.jumped and req.careful:  # asked again after a jump: what it still leaves out
             words = self.judge.with_jumped_over(u, words)
-        u.retries, u.jumped = 0, False
+        u.retries, u.jumped, u.whole_at = 0, False, None
         if kind == Kind.END and self.judge.all_doubt(u, words, win_end, result.no_speech_prob):
             words = []  # (not even its punctuation: no final of "...")
         if kind == Kind.END and self.judge.stops_short(u, words, win_end):

@@ -249,6 +249,22 @@ def test_a_question_said_three_times_is_said(live_server):
         res.text
 
 
+def test_a_question_said_twice_is_said_where_whisper_calls_its_short_window_silence(
+        live_server):
+    """espeak's "Is it on? Is it on?" after 1 s of silence gave no final at all: the end
+    decode, its 1.8 s window encoded in 8 s, read "It's all, it's all, it's all" and Whisper
+    said no speech (0.73, log-probability -1.14). Asked again on the 30 s input Whisper's rule
+    was made on, it hears the two questions ("It's on, it's on."; offline tiny.en reads "If
+    it's on, if it's on.")."""
+    from conftest import espeak
+
+    x = np.concatenate([np.zeros(16000, np.float32), espeak("Is it on? Is it on?"),
+                        np.zeros(32000, np.float32)])
+    res = stream(live_server, s16(x), speed=1.0)
+    said = normalize(res.text)
+    assert said.count("on") == 2 and said[-1] == "on", res.text
+
+
 @pytest.mark.parametrize("phrase", ["We expect 3.5 billion dollars in the second quarter.",
                                     "The COVID-19 pull forward demand in the previous year."])
 def test_a_final_never_ends_inside_a_written_word(live_server, phrase):
