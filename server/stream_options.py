@@ -158,9 +158,9 @@ class StreamOptions:
     no_speech_threshold: float = 0.6
     # a careful decode whose no-speech verdict (below) Whisper gave on a shorter encoder input
     # than its own 30 s, over a voice, is asked again on the 30 s (``Judge.hushed``): espeak's
-    # "Is it on? Is it on?" after 1 s of silence gave no final at all. real/, LJ and zh/
-    # replayed in real time and flat out: word for word the same (it fired once, on en-03's
-    # "Mm.", still silence on 30 s); bench.phrases 29 -> 28 of 76 phrases off offline
+    # "Is it on? Is it on?" after 1 s of silence gave no final at all. bench.phrases: 29 -> 28
+    # of 76 phrases off offline (19 -> 16 losing words); real/ and zh/ replayed in real time and
+    # flat out: it fired once, on en-03's "Mm." (still silence on 30 s). False: never.
     hushed_retry: bool = True
     logprob_threshold: float = -1.0
     compression_ratio_threshold: float = 2.4
