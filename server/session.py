@@ -429,6 +429,14 @@ class StreamSession:
         words, verdict = self.judge.accepted_words(req, result, win_end, u.buffer.committed_end,
                                               u.buffer.committed,
                                               self.judge.silent_from(u, win_end))
+        # a careful decode Whisper called silence over a voice, on a shorter input than its own
+        # 30 s, is asked on that once (and so are the window's retries after it)
+        at = int(round(win_end * MODEL_RATE))
+        if verdict == Verdict.NO_SPEECH and u.whole_at != at and self.judge.hushed(
+                req, result, u.buffer.committed_end):
+            u.whole_at = at
+            u.decoded_to = u.window_start
+            return
         # a full window that would move past its audio with nothing committed, because the
         # guards cut what Whisper heard there, asks again too: audio is never skipped for a loop
         keep_from = win_end - self.opt.stall_keep_ms / 1000
@@ -440,14 +448,6 @@ class StreamSession:
                 and verdict != Verdict.NO_SPEECH
                 and win_end - u.buffer.committed_end >= self.opt.mute_retry_ms / 1000)
         skipped = req.careful and self.judge.skips(u, req, words)
-        # and one Whisper called silence over a voice, on a shorter input than its own 30 s,
-        # is asked on that once (and so are the window's retries after it)
-        at = int(round(win_end * MODEL_RATE))
-        if verdict == Verdict.NO_SPEECH and u.whole_at != at and self.judge.hushed(
-                req, result, u.buffer.committed_end):
-            u.whole_at = at
-            u.decoded_to = u.window_start
-            return
         if (verdict == Verdict.REJECTED or stalls or mute or skipped) and req.careful \
                 and u.retries < len(ATTEMPTS) - 1:
             u.retries += 1  # retried differently (see next_decode), never skipped
