@@ -190,6 +190,19 @@ class Judge:
                 and not (o.sure_no_speech and r.no_speech_prob > o.sure_no_speech)
                 and a_voice(heard_past(req, committed_end)))
 
+    def looped_short(self, req: DecodeRequest, r: DecodeResult, new: list[Word]) -> bool:
+        """A careful decode that loops (faster-whisper's compression rule, after its sampled
+        fallback), of which the guards kept no new spoken word (``new``), on an encoder input
+        shorter than Whisper's 30 s. Near the end of a short input Whisper runs on saying what
+        it just said. espeak's "Can you hear me?" said three times (1 s lead): the end decode's
+        read-on past the first saying (window 0.93-4.59 s, encoded in 6 s) wrote the question
+        five times, the last three squeezed into the window's end (compression 3.6), and was
+        rejected; encoded in 8 and 10 s, four and three times; in 16 and 30 s twice, the two
+        sayings left, at 1.8. "Hello, can you hear me?" said three times, its read-on past two
+        sayings: the third saying squeezed and said again (2.7), nothing kept; in 30 s once."""
+        return (self.opt.loop_retry and req.careful and not r.whole and self.degenerate(r)
+                and not any(spoken(w) for w in new))
+
     def overturns(self, r: DecodeResult) -> bool:
         """A window asked again on the whole input after :meth:`hushed` is speech only where
         both of Whisper's measures say so: no-speech at most ``no_speech_threshold`` and average
@@ -273,7 +286,8 @@ class Judge:
         # the second "know the biscuit?" squeezed: cut after it, "Does he" was said twice)
         cut = loop_start(prefix, keys)
         if repeats_said:
-            cut = self._spoken(prefix, out, keys, cut, heard, committed_end, silent_from)
+            cut = self._spoken(prefix, out, keys, cut, heard, committed_end, silent_from,
+                               r.whole)
         kept = [w for w in out[:cut] if id(w) not in unsaid]
         trimmed = cut < len(keys) or len(kept) < new or first + new < len(r.words)
         if not trimmed and r.compression_ratio > self.opt.compression_ratio_threshold:
@@ -287,13 +301,15 @@ class Judge:
 
     @staticmethod
     def _spoken(prefix: list[str], out: list[Word], keys: list[str], cut: int,
-                heard: list[Word], committed_end: float, silent_from: float) -> int:
+                heard: list[Word], committed_end: float, silent_from: float,
+                whole: bool) -> int:
         """Where the loop found at ``cut`` really starts, past the phrases the speaker said
-        again (a word or two three or four times, a longer phrase twice), in any order ("and
-        so my, and so my, no, no, no")."""
+        again (a word or two three or four times, a longer phrase twice, or more on the
+        ``whole`` input: :func:`.rereads.spoken_twice`), in any order ("and so my, and so my,
+        no, no, no")."""
         while True:
             past = spoken_twice(prefix, out, keys, spoken_repeats(prefix, out, keys, cut, heard),
-                                committed_end, silent_from)
+                                committed_end, silent_from, whole)
             if past == cut:
                 return cut
             cut = past

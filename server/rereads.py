@@ -94,24 +94,28 @@ def spoken_repeats(prefix: list[str], words: list[Word], keys: list[str], cut: i
 
 
 def spoken_twice(prefix: list[str], words: list[Word], keys: list[str], cut: int,
-                 after: float, silent_from: float = float("inf")) -> int:
+                 after: float, silent_from: float = float("inf"), whole: bool = False) -> int:
     """Where the loop that :func:`loop_start` found at ``cut`` really starts, when it is a
     phrase of three or more units said again that the speaker said again (:func:`said_on`;
     ``after``: where the final words before ``words`` end). Twice, not more: a third saying
-    in a row is Whisper's loop however the aligner times it. A loop of another phrase after
-    it is judged the same way."""
+    in a row is Whisper's loop however the aligner times it, on the short encoder inputs
+    windows get. ``whole``: the decode heard Whisper's whole 30 s input, where it does not run
+    on so (espeak's "Can you hear me?" said three times, read on past the first saying: twice,
+    at 2.31-3.35 and 3.39-4.09 s, where a 6 s input looped on to five), and a third saying
+    timed in the speech is the speaker's too. A loop of another phrase after it is judged the
+    same way."""
     seq = prefix + keys
     n0, p = len(prefix), len(prefix) + cut
     length = _loop_length(seq, p) if cut < len(keys) else 0
     block = seq[p : p + length]
-    third = seq[max(0, p - 2 * length) : p - length] == block
+    third = not whole and seq[max(0, p - 2 * length) : p - length] == block
     if length < 3 or _loop_times(block) != 2 or third or not said_on(
             words[cut : cut + length], words[cut - 1].end if cut else after, silent_from):
         return cut
     end = cut + length
     rest = keys[end:]
     return end + spoken_twice(seq[: n0 + end], words[end:], rest, loop_start(seq[: n0 + end], rest),
-                              words[end - 1].end, silent_from)
+                              words[end - 1].end, silent_from, whole)
 
 
 def said_on(words: list[Word], after: float, silent_from: float = float("inf")) -> bool:

@@ -424,16 +424,25 @@ class StreamSession:
             while i < len(words) and centre(words[i]) < tail[-1].end:
                 i += 1
             new = words[i:] if verdict != Verdict.REJECTED else []
+            at = int(round(win_end * MODEL_RATE))
+            if u.whole_at != at and self.judge.looped_short(req, result, new):
+                u.tail, u.whole_at = tail, at  # read on again, on the whole input
+                u.decoded_to = u.window_start
+                return
+            u.whole_at = None
             self._commit(u, kind, result, tail + new, req.duration, win_end, unsure, busy_step)
             return
         words, verdict = self.judge.accepted_words(req, result, win_end, u.buffer.committed_end,
                                               u.buffer.committed,
                                               self.judge.silent_from(u, win_end))
-        # a careful decode Whisper called silence over a voice, on a shorter input than its own
-        # 30 s, is asked on that once (and so are the window's retries after it)
+        # a careful decode Whisper called silence over a voice, or that loops and leaves no new
+        # word, on a shorter input than its own 30 s, is asked on that once (and so are the
+        # window's retries after it)
         at = int(round(win_end * MODEL_RATE))
-        if verdict == Verdict.NO_SPEECH and u.whole_at != at and self.judge.hushed(
-                req, result, u.buffer.committed_end):
+        if u.whole_at != at and (
+                verdict == Verdict.NO_SPEECH
+                and self.judge.hushed(req, result, u.buffer.committed_end)
+                or self.judge.looped_short(req, result, words)):
             u.whole_at = at
             u.decoded_to = u.window_start
             return

@@ -162,6 +162,11 @@ class StreamOptions:
     # of 76 phrases off offline (19 -> 16 losing words); real/ and zh/ replayed in real time and
     # flat out: it fired once, on en-03's "Mm." (still silence on 30 s). False: never.
     hushed_retry: bool = True
+    # ... and so is one that loops (after faster-whisper's sampled fallback) and leaves no new
+    # word, on a shorter input than 30 s (``Judge.looped_short``): espeak's "Can you hear me?"
+    # said three times came out once at two start offsets of three, every short window looping
+    # on it; now three times at all three. False: never.
+    loop_retry: bool = True
     logprob_threshold: float = -1.0
     compression_ratio_threshold: float = 2.4
     # a decode is silence, whatever its words, when Whisper's no-speech probability is above

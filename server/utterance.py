@@ -97,8 +97,8 @@ class Run:
         self.force_at: int | None = None  # ``finalize``: commit everything heard up to here
         self.retries = 0  # careful decodes of this window the guards rejected
         self.jumped = False  # ... one of them for jumping over held words (skip_retry_words)
-        # ... one Whisper called silence over a voice (Judge.hushed): the window ending here
-        # is asked on Whisper's whole 30 s input
+        # ... one Whisper called silence over a voice (Judge.hushed), or that looped
+        # (Judge.looped_short): the window ending here is asked on Whisper's whole 30 s input
         self.whole_at: int | None = None
         self.held_by: Kind | None = None  # what the decode whose words are held was for
         self.check_until: float | None = None  # a careful decode decides the words up to here

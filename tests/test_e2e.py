@@ -265,6 +265,23 @@ def test_a_question_said_twice_is_said_where_whisper_calls_its_short_window_sile
     assert said.count("on") == 2 and said[-1] == "on", res.text
 
 
+def test_a_question_said_three_times_is_said_three_times_where_whisper_loops_on_it(live_server):
+    """espeak's "Can you hear me?" said three times, after 1.11 s of silence, came out once:
+    every decode of its short windows loops on the question (five or six sayings, the copies
+    squeezed into the window's end), the end decode's loop cut kept the first, and its read-on
+    past that first saying (forced after it) looped from its first word on and was rejected,
+    every sampled fallback too. On Whisper's whole 30 s input the same read-on says the second
+    and third sayings once each (offline tiny.en: all three)."""
+    from conftest import espeak
+
+    x = np.concatenate([np.zeros(int(1.11 * 16000), np.float32),
+                        espeak("Can you hear me? Can you hear me? Can you hear me?"),
+                        np.zeros(32000, np.float32)])
+    res = stream(live_server, s16(x), speed=1.0)
+    said = normalize(res.text)
+    assert said.count("hear") == 3 and said[-1] == "me", res.text
+
+
 @pytest.mark.parametrize("phrase", ["We expect 3.5 billion dollars in the second quarter.",
                                     "The COVID-19 pull forward demand in the previous year."])
 def test_a_final_never_ends_inside_a_written_word(live_server, phrase):

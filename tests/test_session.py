@@ -2451,3 +2451,85 @@ def test_an_end_decode_whisper_calls_silence_over_a_voice_is_asked_again_on_its_
     assert text == ("Give it on, give it on." if case == "voice" else "")
     assert len(whole) == (case not in ("noise", "off"))
     assert all(r.careful and r.final for r in whole)
+
+
+class LoopDecoder:
+    """tiny.en on espeak's "Can you hear me?" said three times (1.11 s lead), as traced: on the
+    short encoder inputs careful windows get, every decode loops on the question. The end
+    decode times the first saying and squeezes its copies into the window's end; its read-on
+    past that saying (forced as prefix) times the second, squeezes two copies at 3.51 s and
+    stretches the third saying, then four more copies squeezed (compression 3.6, no-speech
+    0.66). On the whole 30 s input (``whole``) the read-on says the second and third sayings
+    once each (1.8, 0.33). Greedy steps hear nothing here."""
+
+    SAYINGS = ((1.05, 1.37, 1.55, 1.73, 2.27), (2.31, 2.45, 2.65, 2.83, 3.35),
+               (3.39, 3.53, 3.73, 3.91, 4.09))
+    READ_ON = ((2.45, 2.45), (2.45, 2.63), (2.63, 2.85), (2.85, 3.37), (3.45, 3.51),
+               (3.51, 3.51), (3.51, 3.51), (3.51, 3.51), (3.51, 3.51), (3.51, 3.73),
+               (3.73, 3.89), (3.89, 4.11)) + ((4.17, 4.17),) * 4 + ((4.43, 4.43),) * 4
+    QUESTION = (" Can", " you", " hear", " me?")
+
+    def __init__(self, loops_whole: bool = False) -> None:
+        self.loops_whole = loops_whole
+        self.requests: list[DecodeRequest] = []
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        self.requests.append(req)
+        if not req.careful:
+            return DecodeResult()
+        clean = req.whole and not self.loops_whole
+        end = req.offset + req.duration
+        if clean:  # the sayings not final yet (the forced prefix)
+            times = [(s[i], s[i + 1]) for s in self.SAYINGS[req.prefix.count("hear"):]
+                     for i in range(4)]
+        elif req.prefix:
+            times = list(self.READ_ON)
+        else:
+            times = [(self.SAYINGS[0][i], self.SAYINGS[0][i + 1]) for i in range(4)]
+            times += [(end, end)] * 16
+        words = tuple(Word(self.QUESTION[i % 4], a - req.offset, b - req.offset, 0.95)
+                      for i, (a, b) in enumerate(times))
+        return DecodeResult(words, "".join(w.word for w in words), 0.33 if clean else 0.66,
+                            -0.1, 1.79 if clean else 3.61, whole=req.whole)
+
+
+@pytest.mark.parametrize("case", ["loop", "loops on 30 s too", "off"])
+def test_a_careful_decode_that_loops_on_a_short_input_is_asked_again_on_its_whole_input(case):
+    """espeak's "Can you hear me?" said three times after 1.11 s of silence came out once
+    (bench.phrases, two start offsets of three). The end decode's loop cut kept the first
+    saying; its read-on past it, the first saying forced, looped from its first word on and
+    was rejected, nothing else said. On Whisper's whole 30 s input, where it does not run on
+    so near the end of the audio, the read-on says the second and third sayings, each timed
+    in the speech: both are the speaker's. A whole input that loops too is asked no more."""
+    from conftest import espeak
+
+    audio = np.concatenate([np.zeros(int(1.11 * 16000), np.float32),
+                            espeak("Can you hear me? Can you hear me? Can you hear me?"),
+                            np.zeros(32000, np.float32)])
+    s = StreamSession(StreamOptions(loop_retry=case != "off"), energy_vad())
+    dec = LoopDecoder(loops_whole=case == "loops on 30 s too")
+    text = " ".join(f.text for f in finals(drive(s, dec, audio)))
+    whole = [r for r in dec.requests if r.whole]
+    assert text == ("Can you hear me? " * (3 if case == "loop" else 1)).strip()
+    assert all(r.careful and r.final and r.prefix == "Can you hear me?" for r in whole)
+    assert len(whole) == (case != "off")
+
+
+def test_a_careful_loop_that_leaves_no_new_word_is_what_is_asked_on_the_whole_input():
+    """"Hello, can you hear me?" said three times: the end decode's read-on past two sayings
+    wrote the third, then said it again with "Can you hear me?" squeezed (compression 2.7), and
+    the loop cut left nothing new: on 30 s, the third saying once. A loop that leaves a word,
+    a greedy step's loop, and a reading already on 30 s are not asked again so."""
+    from whisperwire.server.judging import Judge
+
+    judge = Judge(StreamOptions())
+    req = end_decode(0.9, 5.43, prefix="Hello? Can you hear me? Hello? Can you hear me?")
+    looped = DecodeResult((), "Hello? Can you hear me? Hello? Can you hear me?", 0.61, -0.05, 2.71)
+    heard = Word(" Hello?", 4.98, 5.3, 0.97)
+    assert judge.looped_short(req, looped, [])
+    assert judge.looped_short(req, looped, [Word(".", 5.82, 5.82, 0.9)])  # no word
+    assert not judge.looped_short(req, looped, [heard])
+    assert not judge.looped_short(replace(req, careful=False), looped, [])
+    assert not judge.looped_short(req, replace(looped, whole=True), [])
+    assert not judge.looped_short(req, replace(looped, compression_ratio=2.03), [])
+    assert not Judge(StreamOptions(loop_retry=False)).looped_short(req, looped, [])
