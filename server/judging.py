@@ -32,7 +32,7 @@ class Verdict(enum.Enum):
     WHOLE = "whole"  # nothing cut
     TRIMMED = "trimmed"  # a loop, echo or re-read phrase cut away; the words before it kept
     REJECTED = "rejected"  # nothing to trust: ask again differently
-    NO_SPEECH = "no speech"  # Whisper says the window holds none: nothing to ask again
+    NO_SPEECH = "no speech"  # Whisper says the window holds none (asked again: Judge.hushed)
 
 
 def held_words(u: Run) -> list[Word]:
@@ -190,7 +190,8 @@ class Judge:
                 and not (o.sure_no_speech and r.no_speech_prob > o.sure_no_speech)
                 and a_voice(heard_past(req, committed_end)))
 
-    def looped_short(self, req: DecodeRequest, r: DecodeResult, new: list[Word]) -> bool:
+    def looped_short(self, req: DecodeRequest, r: DecodeResult, verdict: Verdict,
+                     new: list[Word]) -> bool:
         """A careful decode that loops (faster-whisper's compression rule, after its sampled
         fallback), of which the guards kept no new spoken word (``new``), on an encoder input
         shorter than Whisper's 30 s. Near the end of a short input Whisper runs on saying what
@@ -199,9 +200,10 @@ class Judge:
         five times, the last three squeezed into the window's end (compression 3.6), and was
         rejected; encoded in 8 and 10 s, four and three times; in 16 and 30 s twice, the two
         sayings left, at 1.8. "Hello, can you hear me?" said three times, its read-on past two
-        sayings: the third saying squeezed and said again (2.7), nothing kept; in 30 s once."""
+        sayings: the third saying squeezed and said again (2.7), nothing kept; in 30 s once.
+        (Not a loop the guards call silence: a tone's or a buzz's "Beep Beep Beep".)"""
         return (self.opt.loop_retry and req.careful and not r.whole and self.degenerate(r)
-                and not any(spoken(w) for w in new))
+                and verdict != Verdict.NO_SPEECH and not any(spoken(w) for w in new))
 
     def overturns(self, r: DecodeResult) -> bool:
         """A window asked again on the whole input after :meth:`hushed` is speech only where
@@ -222,12 +224,14 @@ class Judge:
 
     def accepted_words(self, req: DecodeRequest, r: DecodeResult, win_end: float,
                         committed_end: float, committed: list[Word] | None = None,
-                        silent_from: float = float("inf")) -> tuple[list[Word], Verdict]:
+                        silent_from: float = float("inf"), silence_asked: bool = False
+                        ) -> tuple[list[Word], Verdict]:
         """The result's words in stream time, minus Whisper's known inventions; and what the
         guards made of the decode (a loop they could not cut away rejects it as a whole).
-        ``silent_from``: see :meth:`silent_from`."""
+        ``silent_from``: see :meth:`silent_from`; ``silence_asked``: the decode asks a verdict
+        of silence again (:meth:`hushed`, :meth:`overturns`)."""
         voice = self.voice_loops(r, heard_past(req, committed_end))
-        if self.says_no_speech(r, voice) or (req.whole and not self.overturns(r)):
+        if self.says_no_speech(r, voice) or (silence_asked and not self.overturns(r)):
             return [], Verdict.NO_SPEECH
         out = []
         for w in r.words:
@@ -287,7 +291,7 @@ class Judge:
         cut = loop_start(prefix, keys)
         if repeats_said:
             cut = self._spoken(prefix, out, keys, cut, heard, committed_end, silent_from,
-                               r.whole)
+                               req.whole)
         kept = [w for w in out[:cut] if id(w) not in unsaid]
         trimmed = cut < len(keys) or len(kept) < new or first + new < len(r.words)
         if not trimmed and r.compression_ratio > self.opt.compression_ratio_threshold:

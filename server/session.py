@@ -34,7 +34,7 @@ from .judging import Judge, Verdict
 from .rereads import centre, spoken, words_from
 from .stream_options import StreamOptions
 from .text import convert_words, is_unspaced, join_texts, script_for, split_words
-from .utterance import ATTEMPTS, Attempt, Early, EndMark, Kind, Run
+from .utterance import ATTEMPTS, Attempt, Early, EndMark, Kind, Run, WholeAsk
 from .vad import (SpeechAudio, SpeechEnd, SpeechPause, SpeechResume, SpeechStart, Tone,
                   VadSegmenter)
 from .wire import Final, Language, Message, Partial, UtteranceEnd, Word
@@ -242,7 +242,7 @@ class StreamSession:
             careful=careful,
             session=self.name,
             draft=draft,
-            whole=careful and u.whole_at == end,
+            whole=careful and u.whole is not None and u.whole.at == end,
         )
         u.decoded_to = end
         if not draft:
@@ -416,7 +416,8 @@ class StreamSession:
             u.tail = None
             words, verdict = self.judge.accepted_words(req, result, win_end, tail[-1].end,
                                                   u.buffer.committed + tail,
-                                                  self.judge.silent_from(u, win_end))
+                                                  self.judge.silent_from(u, win_end),
+                                                  self._asked_for_silence(req, u))
             # it was asked for the audio after them: what it places before their end is the
             # held sentence read again, however worded ("They all to take a little of this
             # Christmas spirit." held, then "They all took a little ..." squeezed there, en-05)
@@ -425,27 +426,29 @@ class StreamSession:
                 i += 1
             new = words[i:] if verdict != Verdict.REJECTED else []
             at = int(round(win_end * MODEL_RATE))
-            if u.whole_at != at and self.judge.looped_short(req, result, new):
-                u.tail, u.whole_at = tail, at  # read on again, on the whole input
+            if self._not_asked_whole(u, kind, at) and self.judge.looped_short(
+                    req, result, verdict, new):
+                u.tail, u.whole = tail, WholeAsk(at, silence=False)  # read on again so
                 u.decoded_to = u.window_start
                 return
-            u.whole_at = None
+            u.whole = None
             self._commit(u, kind, result, tail + new, req.duration, win_end, unsure, busy_step)
             return
         words, verdict = self.judge.accepted_words(req, result, win_end, u.buffer.committed_end,
                                               u.buffer.committed,
-                                              self.judge.silent_from(u, win_end))
+                                              self.judge.silent_from(u, win_end),
+                                              self._asked_for_silence(req, u))
         # a careful decode Whisper called silence over a voice, or that loops and leaves no new
         # word, on a shorter input than its own 30 s, is asked on that once (and so are the
         # window's retries after it)
         at = int(round(win_end * MODEL_RATE))
-        if u.whole_at != at and (
-                verdict == Verdict.NO_SPEECH
-                and self.judge.hushed(req, result, u.buffer.committed_end)
-                or self.judge.looped_short(req, result, words)):
-            u.whole_at = at
-            u.decoded_to = u.window_start
-            return
+        if self._not_asked_whole(u, kind, at):
+            hushed = verdict == Verdict.NO_SPEECH and self.judge.hushed(
+                req, result, u.buffer.committed_end)
+            if hushed or self.judge.looped_short(req, result, verdict, words):
+                u.whole = WholeAsk(at, silence=hushed)
+                u.decoded_to = u.window_start
+                return
         # a full window that would move past its audio with nothing committed, because the
         # guards cut what Whisper heard there, asks again too: audio is never skipped for a loop
         keep_from = win_end - self.opt.stall_keep_ms / 1000
@@ -465,7 +468,7 @@ class StreamSession:
             return
         if u.jumped and req.careful:  # asked again after a jump: what it still leaves out
             words = self.judge.with_jumped_over(u, words)
-        u.retries, u.jumped, u.whole_at = 0, False, None
+        u.retries, u.jumped, u.whole = 0, False, None
         if kind == Kind.END and self.judge.all_doubt(u, words, win_end, result.no_speech_prob):
             words = []  # (not even its punctuation: no final of "...")
         if kind == Kind.END and self.judge.stops_short(u, words, win_end):
@@ -473,6 +476,19 @@ class StreamSession:
             u.decoded_to = u.window_start
             return
         self._commit(u, kind, result, words, req.duration, win_end, unsure, busy_step)
+
+    @staticmethod
+    def _not_asked_whole(u: Run, kind: Kind, at: int) -> bool:
+        """Whether the window ending at sample ``at`` may be asked on the whole input: not yet,
+        and its end is fixed (an utterance's end, a full window). A check's or a forced
+        window's end moves with the audio that keeps coming: asked again, it is another window,
+        and would be asked so again and again."""
+        return kind in (Kind.END, Kind.FULL) and (u.whole is None or u.whole.at != at)
+
+    @staticmethod
+    def _asked_for_silence(req: DecodeRequest, u: Run) -> bool:
+        """``req`` asks again, on the whole input, a verdict of silence (``Judge.hushed``)."""
+        return req.whole and u.whole is not None and u.whole.silence
 
     def _commit(self, u: Run, kind: Kind, result: DecodeResult, words: list[Word],
                 duration: float, win_end: float, unsure: bool, busy_step: bool) -> None:

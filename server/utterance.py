@@ -16,7 +16,7 @@ from .audio import MODEL_RATE
 from .decoding import DecodeRequest, DecodeResult
 from .wire import Word
 
-__all__ = ["ATTEMPTS", "Attempt", "Early", "EndMark", "Kind", "Run"]
+__all__ = ["ATTEMPTS", "Attempt", "Early", "EndMark", "Kind", "Run", "WholeAsk"]
 
 
 class Kind(enum.Enum):
@@ -67,6 +67,16 @@ class Early:
     unsure: bool = False
 
 
+class WholeAsk(NamedTuple):
+    """The window ending at stream sample ``at`` is asked on Whisper's whole 30 s input (with
+    its retries after that): for a verdict of silence over a voice (``silence``,
+    ``Judge.hushed``), whose 30 s reading then stands only where ``Judge.overturns``; or for
+    a loop that left no new word (``Judge.looped_short``), judged as any reading."""
+
+    at: int
+    silence: bool
+
+
 class EndMark(NamedTuple):
     """An utterance end the VAD called (in samples): where its speech stopped (the hangover
     comes after) and where that utterance's speech began."""
@@ -97,9 +107,9 @@ class Run:
         self.force_at: int | None = None  # ``finalize``: commit everything heard up to here
         self.retries = 0  # careful decodes of this window the guards rejected
         self.jumped = False  # ... one of them for jumping over held words (skip_retry_words)
-        # ... one Whisper called silence over a voice (Judge.hushed), or that looped
-        # (Judge.looped_short): the window ending here is asked on Whisper's whole 30 s input
-        self.whole_at: int | None = None
+        # ... one Whisper called silence over a voice, or that looped: the window is asked on
+        # Whisper's whole 30 s input
+        self.whole: WholeAsk | None = None
         self.held_by: Kind | None = None  # what the decode whose words are held was for
         self.check_until: float | None = None  # a careful decode decides the words up to here
         self.checked_to = -1.0  # ... and has decided them up to here

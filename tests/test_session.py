@@ -2526,10 +2526,50 @@ def test_a_careful_loop_that_leaves_no_new_word_is_what_is_asked_on_the_whole_in
     req = end_decode(0.9, 5.43, prefix="Hello? Can you hear me? Hello? Can you hear me?")
     looped = DecodeResult((), "Hello? Can you hear me? Hello? Can you hear me?", 0.61, -0.05, 2.71)
     heard = Word(" Hello?", 4.98, 5.3, 0.97)
-    assert judge.looped_short(req, looped, [])
-    assert judge.looped_short(req, looped, [Word(".", 5.82, 5.82, 0.9)])  # no word
-    assert not judge.looped_short(req, looped, [heard])
-    assert not judge.looped_short(replace(req, careful=False), looped, [])
-    assert not judge.looped_short(req, replace(looped, whole=True), [])
-    assert not judge.looped_short(req, replace(looped, compression_ratio=2.03), [])
-    assert not Judge(StreamOptions(loop_retry=False)).looped_short(req, looped, [])
+    cut = Verdict.TRIMMED
+    assert judge.looped_short(req, looped, cut, [])
+    assert judge.looped_short(req, looped, Verdict.REJECTED, [])
+    assert judge.looped_short(req, looped, cut, [Word(".", 5.82, 5.82, 0.9)])  # no word
+    assert not judge.looped_short(req, looped, cut, [heard])
+    assert not judge.looped_short(req, looped, Verdict.NO_SPEECH, [])  # a tone's loop
+    assert not judge.looped_short(replace(req, careful=False), looped, cut, [])
+    assert not judge.looped_short(req, replace(looped, whole=True), cut, [])
+    assert not judge.looped_short(req, replace(looped, compression_ratio=2.03), cut, [])
+    assert not Judge(StreamOptions(loop_retry=False)).looped_short(req, looped, cut, [])
+
+
+def test_a_forced_window_that_loops_is_not_asked_again_and_again_as_the_audio_comes():
+    """A window the client forced (``finalize``) or a check ends where the audio heard so far
+    ends; asked again after a loop, it is another window, a little longer. Asked on the whole
+    input for its loop each time anew, a stream that kept talking had its forced window asked
+    50 times over 5 s (57 careful decodes where the ladder of retries asks 6), and no partial
+    came meanwhile. Only windows whose end is fixed (an utterance's end, a full window) are."""
+    from conftest import espeak
+
+    audio = np.concatenate([np.zeros(16000, np.float32),
+                            espeak("Can you hear me? Can you hear me? Can you hear me? "
+                                   "Can you hear me? Can you hear me? Can you hear me?"),
+                            np.zeros(32000, np.float32)])
+
+    def loops(req: DecodeRequest) -> DecodeResult:
+        if not req.careful:
+            return DecodeResult()
+        end = req.duration
+        words = tuple(Word(w, end, end, 0.95) for w in (" Can", " you", " hear", " me?") * 5)
+        return DecodeResult(words, "".join(w.word for w in words), 0.66, -0.1, 3.61,
+                            whole=req.whole)
+
+    careful = {}
+    for retry in (True, False):
+        s = StreamSession(StreamOptions(loop_retry=retry), energy_vad())
+        asked = []
+        for i in range(0, len(audio), 1600):  # one decode per 100 ms of audio that comes
+            s.feed_audio(audio[i : i + 1600])
+            if i == 4 * 16000:
+                s.finalize()
+            if (req := s.next_decode()) is not None:
+                asked.append(req)
+                s.decoded(req.id, loops(req))
+            s.events()
+        careful[retry] = [r for r in asked if r.careful and r.offset + r.duration < 5]
+    assert len(careful[True]) <= len(careful[False]) + 2, (len(careful[True]), len(careful[False]))
