@@ -6,7 +6,7 @@ doubts every word of a sliver. Pure: a decode and the run's state in, words and 
 from __future__ import annotations
 
 import enum
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -49,6 +49,24 @@ def heard_past(req: DecodeRequest, committed_end: float) -> np.ndarray:
 def end_mark(u: Run, win_end: float) -> EndMark | None:
     """The utterance end the VAD called where a window ends, if it ends at one."""
     return u.ends.get(int(round(win_end * MODEL_RATE)))
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """One decode's words as :meth:`Judge.accepted_words` judges them, whichever re-read of
+    the final text it then skips (:meth:`Judge._past_head`)."""
+
+    req: DecodeRequest
+    r: DecodeResult
+    out: list[Word]  # its words in stream time, ...
+    keys: list[str]  # ... as units
+    prefix: list[str]  # the final text in the window, as units
+    unsaid: set[int]  # (ids of) words nothing in the audio says
+    committed: list[Word]
+    committed_end: float
+    silent_from: float  # see Judge.silent_from
+    lapsed: bool  # a translation that lapsed into the source's script
+    repeats_said: bool  # phrases said again may be the speaker's (Judge._spoken)
 
 
 class Judge:
@@ -261,45 +279,41 @@ class Judge:
         # squeezed into the window's last instant, past the final audio) ...
         head = repeated_head(prefix, keys)
         skip = max(head, restarted_head(prefix, keys))
-        args = (req, r, out, keys, prefix, unsaid, committed or [], committed_end, silent_from,
-                lapsed, repeats_said)
+        g = _Reading(req, r, out, keys, prefix, unsaid, committed or [], committed_end,
+                     silent_from, lapsed, repeats_said)
         # ... unless the speaker said that phrase again ("Can you hear me? Can you hear me?";
         # "I think so, I think" final, then "so."): unless what follows then loops from its
         # first word on ("Go, go, go!" final, then "Go, go, go!" with time), which was the
         # re-read. (A restart from the prefix's start, restarted_head, stays one.)
         if (skip and skip == head and not self.degenerate(r)
                 and said_on(out[:skip], committed_end, silent_from)):
-            kept, verdict = self._past_head(0, *args)
+            kept, verdict = self._past_head(0, g)
             if verdict != Verdict.REJECTED:
                 return kept, verdict
-        return self._past_head(skip, *args)
+        return self._past_head(skip, g)
 
-    def _past_head(self, skip: int, req: DecodeRequest, r: DecodeResult, out: list[Word],
-                   keys: list[str], prefix: list[str], unsaid: set[int], committed: list[Word],
-                   committed_end: float, silent_from: float, lapsed: bool, repeats_said: bool
-                   ) -> tuple[list[Word], Verdict]:
-        """:meth:`accepted_words` for the words after the first ``skip`` (a re-read);
-        ``repeats_said``: whether phrases said again may be the speaker's (:meth:`_spoken`)."""
-        out, keys = out[skip:], keys[skip:]
-        first = heard_again(req, out, keys, prefix, committed, committed_end)
+    def _past_head(self, skip: int, g: _Reading) -> tuple[list[Word], Verdict]:
+        """:meth:`accepted_words` for the words after the first ``skip`` (a re-read)."""
+        out, keys, prefix = g.out[skip:], g.keys[skip:], g.prefix
+        first = heard_again(g.req, out, keys, prefix, g.committed, g.committed_end)
         out, keys = out[first:], keys[first:]
         new, heard = len(out), out
-        out, keys = drop_unsure_echoes(prefix, out, keys, silent_from)
+        out, keys = drop_unsure_echoes(prefix, out, keys, g.silent_from)
         # a loop is cut where it starts, also when the aligner squeezed its repeat past the
         # audio (en-06: "Does he" final, then "know the biscuit? Does he know the biscuit?",
         # the second "know the biscuit?" squeezed: cut after it, "Does he" was said twice)
         cut = loop_start(prefix, keys)
-        if repeats_said:
-            cut = self._spoken(prefix, out, keys, cut, heard, committed_end, silent_from,
-                               req.whole)
-        kept = [w for w in out[:cut] if id(w) not in unsaid]
-        trimmed = cut < len(keys) or len(kept) < new or first + new < len(r.words)
-        if not trimmed and r.compression_ratio > self.opt.compression_ratio_threshold:
+        if g.repeats_said:
+            cut = self._spoken(prefix, out, keys, cut, heard, g.committed_end, g.silent_from,
+                               g.req.whole)
+        kept = [w for w in out[:cut] if id(w) not in g.unsaid]
+        trimmed = cut < len(keys) or len(kept) < new or first + new < len(g.r.words)
+        if not trimmed and g.r.compression_ratio > self.opt.compression_ratio_threshold:
             return [], Verdict.REJECTED  # repetitive, and no loop found to cut away
-        if cut == 0 and any(id(w) not in unsaid for w in out):
+        if cut == 0 and any(id(w) not in g.unsaid for w in out):
             return [], Verdict.REJECTED  # it loops from its first word on
         # a loop keeps what came before it
-        if lapsed:
+        if g.lapsed:
             return kept, Verdict.REJECTED
         return kept, Verdict.TRIMMED if trimmed else Verdict.WHOLE
 

@@ -221,14 +221,25 @@ class StreamSession:
         draft = kind == Kind.STEP and self.opt.draft_partials and end > u.decoded_to
         careful = kind != Kind.STEP
         busy_step = busy and not careful
-        attempt = ATTEMPTS[u.retries]
-        start = self._window_from(u, end, careful, busy_step, alone_slow, attempt,
+        start = self._window_from(u, end, careful, busy_step, alone_slow, ATTEMPTS[u.retries],
                                   loaded and kind != Kind.FULL)
+        req = self._request(u, kind, start, end, draft)
+        u.decoded_to = end
+        if not draft:
+            u.main_to = end
+        self._in_flight = _InFlight(req, u, kind, self.samples_in, busy_step)
+        return req
+
+    def _request(self, u: Run, kind: Kind, start: int, end: int, draft: bool) -> DecodeRequest:
+        """The decode of ``u``'s audio from sample ``start`` to ``end``, for ``kind``, as the
+        window's rejected decodes so far have it asked (``ATTEMPTS``, ``Run.whole``)."""
+        attempt = ATTEMPTS[u.retries]
+        careful = kind != Kind.STEP
         prefix = words_from(u.buffer.committed, start / MODEL_RATE)
         # read on past the words an end decode stopped at: they are forced, not committed (the
         # prompt is the committed text before the window, as ever)
         forced = prefix + u.tail if kind == Kind.END and u.tail is not None else prefix
-        req = DecodeRequest(
+        return DecodeRequest(
             id=next(self._ids),
             audio=np.ascontiguousarray(u.audio(start, end), dtype=np.float32),
             offset=start / MODEL_RATE,
@@ -244,11 +255,6 @@ class StreamSession:
             draft=draft,
             whole=careful and u.whole is not None and u.whole.at == end,
         )
-        u.decoded_to = end
-        if not draft:
-            u.main_to = end
-        self._in_flight = _InFlight(req, u, kind, self.samples_in, busy_step)
-        return req
 
     def _window_from(self, u: Run, end: int, careful: bool, busy_step: bool, alone_slow: bool,
                      attempt: Attempt, loaded: bool = False) -> int:
@@ -411,28 +417,8 @@ class StreamSession:
               win_end: float, unsure: bool, busy_step: bool) -> None:
         """A decode's words, judged by the guards: committed by what the decode was for, or
         asked again differently."""
-        tail = u.tail if kind == Kind.END else None
-        if tail is not None:  # the window read again past an end decode's last word
-            u.tail = None
-            words, verdict = self.judge.accepted_words(req, result, win_end, tail[-1].end,
-                                                  u.buffer.committed + tail,
-                                                  self.judge.silent_from(u, win_end),
-                                                  self._asked_for_silence(req, u))
-            # it was asked for the audio after them: what it places before their end is the
-            # held sentence read again, however worded ("They all to take a little of this
-            # Christmas spirit." held, then "They all took a little ..." squeezed there, en-05)
-            i = 0
-            while i < len(words) and centre(words[i]) < tail[-1].end:
-                i += 1
-            new = words[i:] if verdict != Verdict.REJECTED else []
-            at = int(round(win_end * MODEL_RATE))
-            if self._not_asked_whole(u, kind, at) and self.judge.looped_short(
-                    req, result, verdict, new):
-                u.tail, u.whole = tail, WholeAsk(at, silence=False)  # read on again so
-                u.decoded_to = u.window_start
-                return
-            u.whole = None
-            self._commit(u, kind, result, tail + new, req.duration, win_end, unsure, busy_step)
+        if kind == Kind.END and u.tail is not None:
+            self._take_read_on(req, u, result, win_end, unsure)
             return
         words, verdict = self.judge.accepted_words(req, result, win_end, u.buffer.committed_end,
                                               u.buffer.committed,
@@ -476,6 +462,34 @@ class StreamSession:
             u.decoded_to = u.window_start
             return
         self._commit(u, kind, result, words, req.duration, win_end, unsure, busy_step)
+
+    def _take_read_on(self, req: DecodeRequest, u: Run, result: DecodeResult, win_end: float,
+                      unsure: bool) -> None:
+        """An end decode's window read again past the words it stopped at (``u.tail``): they
+        and what it hears after them are final. A loop that leaves nothing after them is read
+        on once more, on the whole input (:meth:`.Judge.looped_short`)."""
+        tail, u.tail = u.tail, None
+        assert tail is not None
+        words, verdict = self.judge.accepted_words(req, result, win_end, tail[-1].end,
+                                                   u.buffer.committed + tail,
+                                                   self.judge.silent_from(u, win_end),
+                                                   self._asked_for_silence(req, u))
+        # it was asked for the audio after them: what it places before their end is the held
+        # sentence read again, however worded ("They all to take a little of this Christmas
+        # spirit." held, then "They all took a little ..." squeezed there, en-05)
+        i = 0
+        while i < len(words) and centre(words[i]) < tail[-1].end:
+            i += 1
+        new = words[i:] if verdict != Verdict.REJECTED else []
+        at = int(round(win_end * MODEL_RATE))
+        if self._not_asked_whole(u, Kind.END, at) and self.judge.looped_short(
+                req, result, verdict, new):
+            u.tail, u.whole = tail, WholeAsk(at, silence=False)
+            u.decoded_to = u.window_start
+            return
+        u.whole = None
+        self._commit(u, Kind.END, result, tail + new, req.duration, win_end, unsure,
+                     busy_step=False)  # (an end decode is careful, never a busy step)
 
     @staticmethod
     def _not_asked_whole(u: Run, kind: Kind, at: int) -> bool:
