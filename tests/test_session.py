@@ -2573,3 +2573,42 @@ def test_a_forced_window_that_loops_is_not_asked_again_and_again_as_the_audio_co
             s.events()
         careful[retry] = [r for r in asked if r.careful and r.offset + r.duration < 5]
     assert len(careful[True]) <= len(careful[False]) + 2, (len(careful[True]), len(careful[False]))
+
+
+def test_an_end_decode_that_adds_one_word_whisper_all_but_rules_out_says_nothing():
+    """jfk, then a sawtooth buzz 0.15 s later, inside the VAD's hangover: the end decode,
+    forced past the final "... your country.", wrote "And" over the buzz at p 0.01 (a 50 Hz
+    hum, noise bursts: 0.00-0.01), which passes every test of a voice. A lone word that sure
+    of nothing is no speech; misheard speech comes out surer ("knew." at p 0.04 on real/), and
+    more than one word, or a word before which nothing is final, is judged as before."""
+    from whisperwire.server.judging import Judge
+
+    judge = Judge(StreamOptions())
+    word = Word(" And", 11.09, 12.85, 0.01)
+    assert judge.lone_doubt([word, Word(".", 12.85, 12.85, 0.5)], after_final=True)
+    assert not judge.lone_doubt([word], after_final=False)
+    assert not judge.lone_doubt([replace(word, probability=0.04)], after_final=True)
+    assert not judge.lone_doubt([word, Word(" so", 12.9, 13.1, 0.9)], after_final=True)
+    assert not Judge(StreamOptions(lone_doubt_probability=0)).lone_doubt([word], True)
+
+    from conftest import espeak
+
+    said = espeak("Ask not.")
+    gone = 1.0 + len(said) / 16000  # where the speech ends and, 0.15 s on, the buzz starts
+    t = np.arange(4 * 16000) / 16000
+    audio = np.concatenate([np.zeros(16000), said, np.zeros(2400),
+                            0.2 * (2 * ((120 * t) % 1) - 1), np.zeros(32000)]).astype(np.float32)
+    heard = [Word(" Ask", 1.0, gone / 2 + 0.5, 0.95), Word(" not.", gone / 2 + 0.5, gone, 0.95)]
+
+    def decoder(req: DecodeRequest) -> DecodeResult:
+        end = req.offset + req.duration
+        words = [w for w in heard if req.offset <= w.start and w.end <= end]
+        words = words[len(req.prefix.split()):]  # (the prefix: the words final in the window)
+        if req.careful and end > gone + 1.0:
+            words.append(Word(" And", gone + 0.15, min(end, gone + 4.15), 0.01))
+        words = [replace(w, start=w.start - req.offset, end=w.end - req.offset) for w in words]
+        return DecodeResult(tuple(words), "".join(w.word for w in words), 0.07, -0.16, 1.3)
+
+    for p, expect in ((0.02, "Ask not."), (0.0, "Ask not. And")):
+        s = StreamSession(StreamOptions(lone_doubt_probability=p), energy_vad())
+        assert " ".join(f.text for f in finals(drive(s, decoder, audio))) == expect
