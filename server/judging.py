@@ -148,20 +148,24 @@ class Judge:
                              and voiced(u.audio(mark.began, mark.spoken_to),
                                         o.doubted_end_voicing)))
 
-    def lone_doubt(self, words: list[Word], after_final: bool) -> bool:
-        """An end decode's words, after final ones (``after_final``), are one word that Whisper
-        all but rules out (p < ``lone_doubt_probability``). Forced past the final text and
-        asked to go on over a sound that is not speech, it writes a conjunction with almost no
-        chance: jfk's "... for your country." final, then a sawtooth buzz, a 50 Hz hum or noise
-        bursts 0.15 s after it, and the end decode wrote "And" over the sound at p 0.00-0.01
-        (no-speech 0.07), where offline decoding of the same audio says nothing more. The
-        sound passes every test of a voice (periodic, not tonal, no-speech low after speech);
-        the word's chance is what tells. Speech misheard comes out surer: on real/ in real time
-        and under load, the lone doubted words of end decodes ("Oh.", "lake.", "knew.", "Boy.")
-        had p 0.04-0.08."""
-        spoken_words = [w for w in words if spoken(w)]
-        return bool(self.opt.lone_doubt_probability and after_final and len(spoken_words) == 1
-                    and spoken_words[0].probability < self.opt.lone_doubt_probability)
+    def lone_doubt(self, u: Run, words: list[Word], win_end: float) -> bool:
+        """An end decode adds one word to the final words of its utterance (the VAD's: words of
+        an earlier one in the window do not count), a word Whisper all but rules out (p <
+        ``lone_doubt_probability``). Forced past the final text and asked to go on over a sound
+        that is not speech, it writes a conjunction with almost no chance: jfk's "... for your
+        country." final, then a sawtooth buzz, a 50 Hz hum or noise bursts 0.15 s after it,
+        inside the VAD's hangover, and the end decode wrote "And" over the sound at p
+        0.002-0.008 (no-speech 0.07), where offline decoding of the same audio says nothing
+        more. The sound passes every test of a voice (periodic, not tonal, no-speech low after
+        speech); the word's chance is what tells. Speech misheard comes out surer: on real/ in
+        real time and under load, the lone doubted words of end decodes ("Oh.", "lake.",
+        "knew.", "Boy.") had p 0.04-0.08. (A lone word after a pause is :meth:`all_doubt`'s.)"""
+        mark = end_mark(u, win_end)
+        committed_end = u.buffer.committed_end
+        new = [w for w in words_from(words, committed_end) if spoken(w)]
+        return bool(self.opt.lone_doubt_probability and mark is not None
+                    and committed_end > mark.began / MODEL_RATE and len(new) == 1
+                    and new[0].probability < self.opt.lone_doubt_probability)
 
     def stops_short(self, u: Run, words: list[Word], win_end: float) -> bool:
         """An end decode's last word ends ``tail_check_ms`` or more before the speech the VAD

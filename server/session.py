@@ -455,13 +455,14 @@ class StreamSession:
         if u.jumped and req.careful:  # asked again after a jump: what it still leaves out
             words = self.judge.with_jumped_over(u, words)
         u.retries, u.jumped, u.whole = 0, False, None
-        if kind == Kind.END and (self.judge.all_doubt(u, words, win_end, result.no_speech_prob)
-                                 or self.judge.lone_doubt(words, bool(u.buffer.committed))):
+        if kind == Kind.END and self.judge.all_doubt(u, words, win_end, result.no_speech_prob):
             words = []  # (not even its punctuation: no final of "...")
         if kind == Kind.END and self.judge.stops_short(u, words, win_end):
             u.tail, u.tail_for = words, int(round(win_end * MODEL_RATE))
             u.decoded_to = u.window_start
             return
+        if kind == Kind.END and self.judge.lone_doubt(u, words, win_end):
+            words = []
         self._commit(u, kind, result, words, req.duration, win_end, unsure, busy_step)
 
     def _take_read_on(self, req: DecodeRequest, u: Run, result: DecodeResult, win_end: float,
@@ -489,8 +490,8 @@ class StreamSession:
             u.decoded_to = u.window_start
             return
         u.whole = None
-        if self.judge.lone_doubt(new, after_final=True):
-            new = []
+        if self.judge.lone_doubt(u, tail + new, win_end):
+            tail, new = [], []
         self._commit(u, Kind.END, result, tail + new, req.duration, win_end, unsure,
                      busy_step=False)  # (an end decode is careful, never a busy step)
 

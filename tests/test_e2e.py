@@ -285,8 +285,8 @@ def test_a_question_said_three_times_is_said_three_times_where_whisper_loops_on_
 def test_no_word_is_invented_for_a_buzz_right_after_speech(live_server):
     """jfk, then 0.15 s later a 120 Hz sawtooth buzz for 4 s (inside the VAD's hangover, so
     the buzz goes on the utterance): the end decode, forced past "... for your country.",
-    wrote "And" over the buzz at p 0.01, in every run of ``bench.nonspeech --gap 0.15``;
-    offline decoding of the same audio says nothing more."""
+    wrote "And" over the buzz at p 0.01, at every start offset of ``bench.nonspeech --gap
+    0.15``; offline decoding of the same audio says nothing more."""
     x = np.concatenate([load16k("jfk.wav"), np.zeros(int(0.15 * 16000)),
                         sounds()["sawtooth 120 Hz"], np.zeros(32000)]).astype(np.float32)
     res = stream(live_server, s16(x), speed=1.0)
