@@ -432,8 +432,7 @@ class StreamSession:
             hushed = verdict == Verdict.NO_SPEECH and self.judge.hushed(
                 req, result, u.buffer.committed_end)
             if hushed or self.judge.looped_short(req, result, verdict, words):
-                u.whole = WholeAsk(at, silence=hushed)
-                u.decoded_to = u.window_start
+                self._ask_whole(u, at, silence=hushed)
                 return
         # a full window that would move past its audio with nothing committed, because the
         # guards cut what Whisper heard there, asks again too: audio is never skipped for a loop
@@ -486,8 +485,8 @@ class StreamSession:
         at = int(round(win_end * MODEL_RATE))
         if self._not_asked_whole(u, Kind.END, at) and self.judge.looped_short(
                 req, result, verdict, new):
-            u.tail, u.whole = tail, WholeAsk(at, silence=False)
-            u.decoded_to = u.window_start
+            u.tail = tail
+            self._ask_whole(u, at, silence=False)
             return
         u.whole = None
         if self.judge.lone_doubt(u, tail + new, win_end):
@@ -502,6 +501,12 @@ class StreamSession:
         window's end moves with the audio that keeps coming: asked again, it is another window,
         and would be asked so again and again."""
         return kind in (Kind.END, Kind.FULL) and (u.whole is None or u.whole.at != at)
+
+    @staticmethod
+    def _ask_whole(u: Run, at: int, silence: bool) -> None:
+        """Ask the window ending at sample ``at`` again, on the whole input (``Run.whole``)."""
+        u.whole = WholeAsk(at, silence)
+        u.decoded_to = u.window_start
 
     @staticmethod
     def _asked_for_silence(req: DecodeRequest, u: Run) -> bool:

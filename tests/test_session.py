@@ -2399,7 +2399,22 @@ def test_a_speaker_s_word_said_twice_after_a_re_read_is_not_a_stretched_final_wo
     assert [w.word for w in out[first:]] == ["的", "确"]
 
 
-class HushedDecoder:
+class CarefulScript:
+    """A scripted decoder whose greedy steps hear nothing: :meth:`careful` gives the careful
+    decodes' readings. Keeps every request, for the tests to count how they were asked."""
+
+    def __init__(self) -> None:
+        self.requests: list[DecodeRequest] = []
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        self.requests.append(req)
+        return self.careful(req) if req.careful else DecodeResult()
+
+    def careful(self, req: DecodeRequest) -> DecodeResult:
+        raise NotImplementedError
+
+
+class HushedDecoder(CarefulScript):
     """tiny.en on espeak's "Is it on? Is it on?" (1 s lead): greedy steps hear nothing sure;
     the end decode, on the 8 s encoder input a short careful window gets, writes "It's all,
     it's all, it's all" at average log-probability -1.14 and no-speech 0.73, which Whisper's
@@ -2410,13 +2425,10 @@ class HushedDecoder:
     HEARD = ([" Give", " it", " on,", " give", " it", " on."], -0.78, 0.39)
 
     def __init__(self, whole: tuple = HEARD) -> None:
+        super().__init__()
         self.whole = whole
-        self.requests: list[DecodeRequest] = []
 
-    def __call__(self, req: DecodeRequest) -> DecodeResult:
-        self.requests.append(req)
-        if not req.careful:
-            return DecodeResult()
+    def careful(self, req: DecodeRequest) -> DecodeResult:
         speech = 0.9 - req.offset  # (request time)
         text, lp, nsp = self.whole if req.whole else self.HUSHED
         words = tuple(Word(t, speech + 0.27 * i, speech + 0.27 * (i + 1), 0.8)
@@ -2453,14 +2465,14 @@ def test_an_end_decode_whisper_calls_silence_over_a_voice_is_asked_again_on_its_
     assert all(r.careful and r.final for r in whole)
 
 
-class LoopDecoder:
+class LoopDecoder(CarefulScript):
     """tiny.en on espeak's "Can you hear me?" said three times (1.11 s lead), as traced: on the
     short encoder inputs careful windows get, every decode loops on the question. The end
     decode times the first saying and squeezes its copies into the window's end; its read-on
     past that saying (forced as prefix) times the second, squeezes two copies at 3.51 s and
     stretches the third saying, then four more copies squeezed (compression 3.6, no-speech
     0.66). On the whole 30 s input (``whole``) the read-on says the second and third sayings
-    once each (1.8, 0.33). Greedy steps hear nothing here."""
+    once each (1.8, 0.33)."""
 
     SAYINGS = ((1.05, 1.37, 1.55, 1.73, 2.27), (2.31, 2.45, 2.65, 2.83, 3.35),
                (3.39, 3.53, 3.73, 3.91, 4.09))
@@ -2470,13 +2482,10 @@ class LoopDecoder:
     QUESTION = (" Can", " you", " hear", " me?")
 
     def __init__(self, loops_whole: bool = False) -> None:
+        super().__init__()
         self.loops_whole = loops_whole
-        self.requests: list[DecodeRequest] = []
 
-    def __call__(self, req: DecodeRequest) -> DecodeResult:
-        self.requests.append(req)
-        if not req.careful:
-            return DecodeResult()
+    def careful(self, req: DecodeRequest) -> DecodeResult:
         clean = req.whole and not self.loops_whole
         end = req.offset + req.duration
         if clean:  # the sayings not final yet (the forced prefix)
