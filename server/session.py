@@ -34,7 +34,7 @@ from .judging import Judge, Verdict
 from .rereads import centre, spoken, words_from
 from .stream_options import StreamOptions
 from .text import convert_words, is_unspaced, join_texts, script_for, split_words
-from .utterance import ATTEMPTS, Attempt, Early, EndMark, Kind, Run, WholeAsk
+from .utterance import Asking, Attempt, Early, EndMark, Kind, Run, WholeAsk
 from .vad import (SpeechAudio, SpeechEnd, SpeechPause, SpeechResume, SpeechStart, Tone,
                   VadSegmenter)
 from .wire import Final, Language, Message, Partial, UtteranceEnd, Word
@@ -221,7 +221,7 @@ class StreamSession:
         draft = kind == Kind.STEP and self.opt.draft_partials and end > u.decoded_to
         careful = kind != Kind.STEP
         busy_step = busy and not careful
-        start = self._window_from(u, end, careful, busy_step, alone_slow, ATTEMPTS[u.retries],
+        start = self._window_from(u, end, careful, busy_step, alone_slow, u.asking.attempt,
                                   loaded and kind != Kind.FULL)
         req = self._request(u, kind, start, end, draft)
         u.decoded_to = end
@@ -232,8 +232,8 @@ class StreamSession:
 
     def _request(self, u: Run, kind: Kind, start: int, end: int, draft: bool) -> DecodeRequest:
         """The decode of ``u``'s audio from sample ``start`` to ``end``, for ``kind``, as the
-        window's rejected decodes so far have it asked (``ATTEMPTS``, ``Run.whole``)."""
-        attempt = ATTEMPTS[u.retries]
+        window's rejected decodes so far have it asked (``Run.asking``)."""
+        attempt = u.asking.attempt
         careful = kind != Kind.STEP
         prefix = words_from(u.buffer.committed, start / MODEL_RATE)
         # read on past the words an end decode stopped at: they are forced, not committed (the
@@ -253,7 +253,7 @@ class StreamSession:
             careful=careful,
             session=self.name,
             draft=draft,
-            whole=careful and u.whole is not None and u.whole.at == end,
+            whole=careful and u.asking.whole_at(end),
         )
 
     def _window_from(self, u: Run, end: int, careful: bool, busy_step: bool, alone_slow: bool,
@@ -446,14 +446,12 @@ class StreamSession:
                 and win_end - u.buffer.committed_end >= self.opt.mute_retry_ms / 1000)
         skipped = req.careful and self.judge.skips(u, req, words)
         if (verdict == Verdict.REJECTED or stalls or mute or skipped) and req.careful \
-                and u.retries < len(ATTEMPTS) - 1:
-            u.retries += 1  # retried differently (see next_decode), never skipped
-            u.jumped = u.jumped or skipped
+                and u.asking.retry(jumped=skipped):  # retried differently, never skipped
             u.decoded_to = u.window_start
             return
-        if u.jumped and req.careful:  # asked again after a jump: what it still leaves out
+        if u.asking.jumped and req.careful:  # asked again after a jump: what it leaves out
             words = self.judge.with_jumped_over(u, words)
-        u.retries, u.jumped, u.whole = 0, False, None
+        u.asking = Asking()
         if kind == Kind.END and self.judge.all_doubt(u, words, win_end, result.no_speech_prob):
             words = []  # (not even its punctuation: no final of "...")
         if kind == Kind.END and self.judge.stops_short(u, words, win_end):
@@ -488,7 +486,7 @@ class StreamSession:
             u.tail = tail
             self._ask_whole(u, at, silence=False)
             return
-        u.whole = None
+        u.asking.whole = None
         if self.judge.lone_doubt(u, tail + new, win_end):
             tail, new = [], []
         self._commit(u, Kind.END, result, tail + new, req.duration, win_end, unsure,
@@ -500,18 +498,19 @@ class StreamSession:
         and its end is fixed (an utterance's end, a full window). A check's or a forced
         window's end moves with the audio that keeps coming: asked again, it is another window,
         and would be asked so again and again."""
-        return kind in (Kind.END, Kind.FULL) and (u.whole is None or u.whole.at != at)
+        return kind in (Kind.END, Kind.FULL) and not u.asking.whole_at(at)
 
     @staticmethod
     def _ask_whole(u: Run, at: int, silence: bool) -> None:
-        """Ask the window ending at sample ``at`` again, on the whole input (``Run.whole``)."""
-        u.whole = WholeAsk(at, silence)
+        """Ask the window ending at sample ``at`` again, on the whole input (``Asking.whole``)."""
+        u.asking.whole = WholeAsk(at, silence)
         u.decoded_to = u.window_start
 
     @staticmethod
     def _asked_for_silence(req: DecodeRequest, u: Run) -> bool:
         """``req`` asks again, on the whole input, a verdict of silence (``Judge.hushed``)."""
-        return req.whole and u.whole is not None and u.whole.silence
+        whole = u.asking.whole
+        return req.whole and whole is not None and whole.silence
 
     def _commit(self, u: Run, kind: Kind, result: DecodeResult, words: list[Word],
                 duration: float, win_end: float, unsure: bool, busy_step: bool) -> None:

@@ -16,7 +16,7 @@ from .audio import MODEL_RATE
 from .decoding import DecodeRequest, DecodeResult
 from .wire import Word
 
-__all__ = ["ATTEMPTS", "Attempt", "Early", "EndMark", "Kind", "Run", "WholeAsk"]
+__all__ = ["ATTEMPTS", "Asking", "Attempt", "Early", "EndMark", "Kind", "Run", "WholeAsk"]
 
 
 class Kind(enum.Enum):
@@ -77,6 +77,35 @@ class WholeAsk(NamedTuple):
     silence: bool
 
 
+@dataclass
+class Asking:
+    """How the careful decodes of a run's window are asked, by what the guards made of the
+    ones before: one state, not flags to keep in step. Back to the start once a decode's words
+    are taken."""
+
+    retries: int = 0  # careful decodes of this window the guards rejected: ``ATTEMPTS[retries]``
+    jumped: bool = False  # ... one of them for jumping over held words (``skip_retry_words``)
+    # ... one Whisper called silence over a voice, or that looped: asked on its whole 30 s input
+    whole: WholeAsk | None = None
+
+    @property
+    def attempt(self) -> Attempt:
+        return ATTEMPTS[self.retries]
+
+    def retry(self, jumped: bool) -> bool:
+        """Ask again differently (the next of ``ATTEMPTS``), if any way is left; ``jumped``:
+        the rejected decode jumped over held words (noted until the words are taken)."""
+        if self.retries >= len(ATTEMPTS) - 1:
+            return False
+        self.retries += 1
+        self.jumped = self.jumped or jumped
+        return True
+
+    def whole_at(self, at: int) -> bool:
+        """The window ending at sample ``at`` is asked on the whole input."""
+        return self.whole is not None and self.whole.at == at
+
+
 class EndMark(NamedTuple):
     """An utterance end the VAD called (in samples): where its speech stopped (the hangover
     comes after) and where that utterance's speech began."""
@@ -105,11 +134,7 @@ class Run:
         self.decoded_to = start
         self.buffer = HypothesisBuffer(committed_end=start / MODEL_RATE)
         self.force_at: int | None = None  # ``finalize``: commit everything heard up to here
-        self.retries = 0  # careful decodes of this window the guards rejected
-        self.jumped = False  # ... one of them for jumping over held words (skip_retry_words)
-        # ... one Whisper called silence over a voice, or that looped: the window is asked on
-        # Whisper's whole 30 s input
-        self.whole: WholeAsk | None = None
+        self.asking = Asking()  # how its window's careful decodes are asked (retries)
         self.held_by: Kind | None = None  # what the decode whose words are held was for
         self.check_until: float | None = None  # a careful decode decides the words up to here
         self.checked_to = -1.0  # ... and has decided them up to here

@@ -2624,3 +2624,18 @@ def test_an_end_decode_that_adds_one_word_whisper_all_but_rules_out_says_nothing
                                                           audio.astype(np.float32))))
             kept = case != "buzz" or p == 0
             assert text == "Ask not." + (word if kept else ""), (case, p)
+
+
+def test_a_window_is_asked_again_as_long_as_ways_are_left_then_its_words_are_taken():
+    """``Run.asking``: each rejection moves to the next of ``ATTEMPTS`` (prompt, then prefix,
+    then final audio dropped) and says so; after the last there is none."""
+    from whisperwire.server.utterance import ATTEMPTS, Asking, WholeAsk
+
+    a = Asking()
+    assert a.attempt == ATTEMPTS[0] and not a.whole_at(100)
+    assert a.retry(jumped=False) and a.attempt == ATTEMPTS[1] and not a.jumped
+    assert a.retry(jumped=True) and a.attempt == ATTEMPTS[-1] and a.jumped
+    assert not a.retry(jumped=False) and a.attempt == ATTEMPTS[-1] and a.jumped
+    a.whole = WholeAsk(100, silence=False)
+    assert a.whole_at(100) and not a.whole_at(101)
+
