@@ -148,24 +148,44 @@ class Judge:
                              and voiced(u.audio(mark.began, mark.spoken_to),
                                         o.doubted_end_voicing)))
 
-    def lone_doubt(self, u: Run, words: list[Word], win_end: float) -> bool:
-        """An end decode adds one word to the final words of its utterance (the VAD's: words of
-        an earlier one in the window do not count), a word Whisper all but rules out (p <
-        ``lone_doubt_probability``). Forced past the final text and asked to go on over a sound
-        that is not speech, it writes a conjunction with almost no chance: jfk's "... for your
-        country." final, then a sawtooth buzz, a 50 Hz hum or noise bursts 0.15 s after it,
-        inside the VAD's hangover, and the end decode wrote "And" over the sound at p
-        0.002-0.008 (no-speech 0.07), where offline decoding of the same audio says nothing
-        more. The sound passes every test of a voice (periodic, not tonal, no-speech low after
-        speech); the word's chance is what tells. Speech misheard comes out surer: on real/ in
-        real time and under load, the lone doubted words of end decodes ("Oh.", "lake.",
-        "knew.", "Boy.") had p 0.04-0.08. (A lone word after a pause is :meth:`all_doubt`'s.)"""
+    def lone_doubt(self, u: Run, words: list[Word], win_end: float, task: str = "transcribe"
+                   ) -> bool:
+        """An end decode adds to the final text only words Whisper all but rules out (p <
+        ``lone_doubt_probability``): one word after final words of its own utterance, or, in
+        an utterance of its own after final text (its window reaches back over it), every word
+        it places in the audio, with at most one word after them that the aligner squeezes to
+        no time (a word squeezed before or between them may be real speech the aligner could
+        not place: the decode stands).
+        Forced past final text and asked to go on over a sound that is not speech, it writes a
+        conjunction with almost no chance: jfk's "... for your country." final, then a
+        sawtooth buzz, a 50 Hz hum or noise bursts 0.15 s after it, inside the VAD's hangover,
+        and the end decode wrote "And" over the sound at p 0.002-0.008 (no-speech 0.07), where
+        offline decoding of the same audio says nothing more. 1 s after it the sound is an
+        utterance of its own, and its end decode wrote "And" (clicks, the buzz, piano notes: p
+        0.002-0.006), "Ah." (a hum: 0.006) or, heard without the final words, "Thank"
+        (0.003-0.009) and a "you." squeezed to no time. The sound passes every test of a voice
+        (periodic, not tonal, no-speech low after speech); the words' chance is what tells.
+        Speech misheard comes out surer: on real/ in real time and under load, the lone
+        doubted words of end decodes ("Oh.", "lake.", "knew.", "Boy.", "Mm.") had p 0.04-0.09,
+        espeak's lone "Sure." and "Hello." 0.17-0.18. A backlog's window of several utterances
+        none final is judged whole: every word in it has to be that unsure (a square wave's
+        beeps, each an utterance, came out "I" stretched over six of them at p 0.002). Not for
+        the first thing said in the run (all_doubt's, which hears for a voice), nor a
+        translation (its words were not measured)."""
+        p = self.opt.lone_doubt_probability
         mark = end_mark(u, win_end)
+        if not p or mark is None:
+            return False
         committed_end = u.buffer.committed_end
+        began = mark.began / MODEL_RATE
         new = [w for w in words_from(words, committed_end) if spoken(w)]
-        return bool(self.opt.lone_doubt_probability and mark is not None
-                    and committed_end > mark.began / MODEL_RATE and len(new) == 1
-                    and new[0].probability < self.opt.lone_doubt_probability)
+        if committed_end > began:  # the utterance has final words
+            return len(new) == 1 and new[0].probability < p
+        if task == "translate" or not u.buffer.committed:
+            return False
+        if len(new) > 1 and squeezed(new[-1]):  # Whisper ends its stock phrase: "Thank" "you."
+            new = new[:-1]
+        return bool(new) and all(not squeezed(w) and w.probability < p for w in new)
 
     def stops_short(self, u: Run, words: list[Word], win_end: float) -> bool:
         """An end decode's last word ends ``tail_check_ms`` or more before the speech the VAD

@@ -458,7 +458,7 @@ class StreamSession:
             u.tail, u.tail_for = words, int(round(win_end * MODEL_RATE))
             u.decoded_to = u.window_start
             return
-        if kind == Kind.END and self.judge.lone_doubt(u, words, win_end):
+        if kind == Kind.END and self.judge.lone_doubt(u, words, win_end, req.task):
             words = []
         self._commit(u, kind, result, words, req.duration, win_end, unsure, busy_step)
 
@@ -487,7 +487,7 @@ class StreamSession:
             self._ask_whole(u, at, silence=False)
             return
         u.asking.whole = None
-        if self.judge.lone_doubt(u, tail + new, win_end):
+        if self.judge.lone_doubt(u, tail + new, win_end, req.task):
             tail, new = [], []
         self._commit(u, Kind.END, result, tail + new, req.duration, win_end, unsure,
                      busy_step=False)  # (an end decode is careful, never a busy step)

@@ -136,11 +136,13 @@ class StreamOptions:
     # a breath is not. espeak's lone "Sure." (p 0.18, no-speech 0.56) and "I agree." were lost;
     # offline tiny.en writes both. 0: whatever the audio.
     doubted_end_voicing: float = VOICED
-    # an end decode that adds one word to the final words of its utterance, a word Whisper all
-    # but rules out (p under this), says nothing (``Judge.lone_doubt``): forced past the final
-    # words and asked to go on over a sound that is no speech, it writes "And" (jfk, 0.15 s
-    # after it a sawtooth buzz, a 50 Hz hum or noise bursts: p 0.002-0.008). Such words on
-    # real/ replayed in real time and under load, misheard speech: p 0.04-0.08. 0: never.
+    # an end decode that adds only words Whisper all but rules out (p under this) says nothing
+    # (``Judge.lone_doubt``): one word after the final words of its utterance, or every word
+    # it places in an utterance of its own after final text. Forced past final words and asked
+    # to go on over a sound that is no speech, it writes "And" (jfk, then a sawtooth buzz, a
+    # 50 Hz hum, noise bursts, clicks or piano notes 0.15 s or 1 s after it: p 0.002-0.008).
+    # Such words on real/ replayed in real time and under load, misheard speech: p 0.04-0.09.
+    # 0: never.
     lone_doubt_probability: float = 0.02
     # an utterance that starts this soon after the previous one ended continues its window
     join_gap_ms: int = 2000

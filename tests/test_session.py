@@ -2584,14 +2584,17 @@ def test_a_forced_window_that_loops_is_not_asked_again_and_again_as_the_audio_co
     assert len(careful[True]) <= len(careful[False]) + 2, (len(careful[True]), len(careful[False]))
 
 
-def test_an_end_decode_that_adds_one_word_whisper_all_but_rules_out_says_nothing():
+def test_an_end_decode_that_adds_only_words_whisper_all_but_rules_out_says_nothing():
     """jfk, then a sawtooth buzz 0.15 s later, inside the VAD's hangover: the end decode,
     forced past the final "... your country.", wrote "And" over the buzz at p 0.01 (a 50 Hz
-    hum, noise bursts: 0.002-0.008), and the buzz passes every test of a voice. A lone word
-    that sure of nothing, after final words of its own utterance, is no speech; misheard
-    speech comes out surer ("knew." at p 0.04 on real/). A one-word reply after a pause, the
-    words before it final but another utterance's, is judged as before (a doubted lone
-    utterance is ``all_doubt``'s, which hears for a voice)."""
+    hum, noise bursts: 0.002-0.008), and the buzz passes every test of a voice. 1 s later the
+    buzz is an utterance of its own, and its end decode, reaching back over the final words,
+    wrote "And" at p 0.002-0.006 (clicks, piano notes too), or without them "Thank" and a
+    "you." squeezed to no time. Words that sure of nothing are no speech. Misheard speech
+    comes out surer (a reply "No." at p 0.04, as "knew." on real/), and a decode is kept that
+    places one word Whisper is sure of, or has a word squeezed before its doubted one (the
+    aligner squeezes real words too); so is a doubted reply that is the first thing said
+    (``all_doubt``'s, which hears for a voice)."""
     from conftest import espeak
 
     said, reply = espeak("Ask not."), espeak("No.")
@@ -2600,30 +2603,73 @@ def test_an_end_decode_that_adds_one_word_whisper_all_but_rules_out_says_nothing
     buzz = 0.2 * (2 * ((120 * t) % 1) - 1)
     heard = [Word(" Ask", 1.0, gone / 2 + 0.5, 0.95), Word(" not.", gone / 2 + 0.5, gone, 0.95)]
 
-    def decoder(after: float, word: str):  # type: ignore[no-untyped-def]
+    def decoder(speech: list[Word], after: float, extra: list[tuple[str, float, float, float]]):  # type: ignore[no-untyped-def]
         def decode(req: DecodeRequest) -> DecodeResult:
             end = req.offset + req.duration
-            words = [w for w in heard if req.offset <= w.start and w.end <= end]
+            words = [w for w in speech if req.offset <= w.start and w.end <= end]
             words = words[len(req.prefix.split()):]  # (the prefix: the words final in it)
             if req.careful and end > after + 0.5:
-                words.append(Word(word, after, min(end, after + 0.6), 0.01))
+                words += [Word(w, after + at, min(end, after + at + d), p) for w, at, d, p in extra]
             words = [replace(w, start=w.start - req.offset, end=w.end - req.offset)
                      for w in words]
             return DecodeResult(tuple(words), "".join(w.word for w in words), 0.07, -0.16, 1.3)
         return decode
 
-    cases = {  # the sound after the speech, where the doubted word lies, the word
-        "buzz": (np.concatenate([np.zeros(2400), buzz]), gone + 0.15, " And"),
-        "reply after a pause": (np.concatenate([np.zeros(16000), reply]), gone + 1.0, " No."),
+    pause = np.zeros(16000)
+    cases = {  # the sound after the speech, where its words lie, (word, at, length, p), said
+        "buzz": (np.concatenate([np.zeros(2400), buzz]), gone + 0.15,
+                 [(" And", 0, 0.6, 0.01)], False),
+        "buzz after a pause": (np.concatenate([pause, buzz]), gone + 1.0,
+                               [(" And", 0, 0.6, 0.005)], False),
+        "thank you after a pause": (np.concatenate([pause, buzz]), gone + 1.0,
+                                    [(" Thank", 0, 0.6, 0.005), (" you.", 0.6, 0, 0.97)], False),
+        "reply after a pause": (np.concatenate([pause, reply]), gone + 1.0,
+                                [(" No.", 0, 0.3, 0.04)], True),
+        "a sure word with it": (np.concatenate([pause, reply]), gone + 1.0,
+                                [(" And", 0, 0.2, 0.005), (" no.", 0.2, 0.2, 0.9)], True),
+        "a squeezed word before it": (np.concatenate([pause, reply]), gone + 1.0,
+                                      [(" Well,", 0, 0, 0.01), (" no.", 0, 0.3, 0.01)], True),
     }
-    for case, (after_speech, at, word) in cases.items():
+    for case, (after_speech, at, extra, kept) in cases.items():
         audio = np.concatenate([np.zeros(16000), said, after_speech, np.zeros(32000)])
         for p in (0.02, 0.0):
             s = StreamSession(StreamOptions(lone_doubt_probability=p), energy_vad())
-            text = " ".join(f.text for f in finals(drive(s, decoder(at, word),
+            text = " ".join(f.text for f in finals(drive(s, decoder(heard, at, extra),
                                                           audio.astype(np.float32))))
-            kept = case != "buzz" or p == 0
-            assert text == "Ask not." + (word if kept else ""), (case, p)
+            added = "".join(w for w, *_ in extra)
+            assert text == "Ask not." + (added if kept or p == 0 else ""), (case, p)
+    # the first thing said: nothing final before it
+    s = StreamSession(StreamOptions(), energy_vad())
+    audio = np.concatenate([np.zeros(16000), reply, np.zeros(32000)]).astype(np.float32)
+    text = " ".join(f.text for f in finals(drive(s, decoder([], 1.0, [(" No.", 0, 0.3, 0.005)]),
+                                                  audio)))
+    assert text == "No."
+
+
+def test_a_lone_doubt_judges_a_backlog_window_whole():
+    """A backlog's window holds two utterances, neither final (a square wave's beeps, each an
+    utterance, came out "I" stretched over six at p 0.002): it says nothing only if every
+    word in it is all but ruled out, and a word Whisper is sure of keeps them all
+    (``Judge.lone_doubt``). Of the words after the doubted ones, one squeezed to no time is
+    Whisper ending its phrase ("Thank" "you."); more may be speech the aligner could not
+    place. A translation is not judged so."""
+    from whisperwire.server.judging import Judge
+    from whisperwire.server.utterance import EndMark, Run
+
+    u = Run(0)
+    u.buffer.committed = [Word(" Hi.", 0.1, 0.4, 0.9)]
+    u.buffer.committed_end = 0.4
+    u.ends[int(1.3 * 16000)] = EndMark(spoken_to=int(1.2 * 16000), began=int(0.6 * 16000))
+    u.ends[int(3.5 * 16000)] = EndMark(spoken_to=int(3.4 * 16000), began=int(2.6 * 16000))
+    judge = Judge(StreamOptions())
+    unsure = [Word(" Mm.", 0.7, 1.1, 0.015), Word(" And", 2.7, 3.3, 0.005)]
+    assert judge.lone_doubt(u, unsure, 3.5)
+    assert not judge.lone_doubt(u, [Word(" Yes.", 0.7, 1.1, 0.6)] + unsure[1:], 3.5)
+    assert not judge.lone_doubt(u, unsure, 3.5, task="translate")
+    thank = [Word(" Thank", 2.7, 3.3, 0.005), Word(" you.", 3.3, 3.3, 0.97)]
+    assert judge.lone_doubt(u, thank, 3.5)
+    uh = [Word(" Uh", 2.7, 3.0, 0.01), Word(" right?", 3.0, 3.0, 0.9), Word(" Yeah.", 3.0, 3.0, 0.9)]
+    assert not judge.lone_doubt(u, uh, 3.5)
 
 
 def test_a_window_is_asked_again_as_long_as_ways_are_left_then_its_words_are_taken():
