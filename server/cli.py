@@ -62,11 +62,8 @@ def _load_engine(args: argparse.Namespace, config):  # type: ignore[no-untyped-d
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from .app import ServerConfig, create_app
-    from .engine import EngineOptions
+    from .app import create_app
     from .logs import install_redaction
-    from .session import StreamOptions
-    from .vad import VadOptions
 
     install_redaction()
     try:
@@ -74,7 +71,33 @@ def _serve(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         print(f"whisperwire: {exc}", file=sys.stderr)
         return 2
-    config = ServerConfig(
+    config = _config(args, auth)
+    tls = {"ssl_certfile": args.tls_cert, "ssl_keyfile": args.tls_key} if args.tls_cert else {}
+    engine = _load_engine(args, config)
+    if isinstance(engine, str):
+        print(engine, file=sys.stderr)
+        return 2
+    graceful_server(
+        create_app(config, engine),
+        host=args.host,
+        port=args.port,
+        ws="websockets-sansio",
+        log_level=args.log_level,
+        timeout_graceful_shutdown=30,
+        **tls,
+    ).run()
+    return 0
+
+
+def _config(args: argparse.Namespace, auth):  # type: ignore[no-untyped-def]
+    """The server's settings from ``serve``'s flags (every option a flag does not name keeps
+    its default)."""
+    from .app import ServerConfig
+    from .engine import EngineOptions
+    from .session import StreamOptions
+    from .vad import VadOptions
+
+    return ServerConfig(
         auth=auth,
         handshake_timeout_s=args.handshake_timeout,
         max_sessions=args.max_sessions,
@@ -110,21 +133,6 @@ def _serve(args: argparse.Namespace) -> int:
                              main_step_ms=args.main_step_ms),
         vad=VadOptions(aggressiveness=args.vad_aggressiveness, pause_ms=args.pause_ms),
     )
-    tls = {"ssl_certfile": args.tls_cert, "ssl_keyfile": args.tls_key} if args.tls_cert else {}
-    engine = _load_engine(args, config)
-    if isinstance(engine, str):
-        print(engine, file=sys.stderr)
-        return 2
-    graceful_server(
-        create_app(config, engine),
-        host=args.host,
-        port=args.port,
-        ws="websockets-sansio",
-        log_level=args.log_level,
-        timeout_graceful_shutdown=30,
-        **tls,
-    ).run()
-    return 0
 
 
 def _lazy(module: str):  # type: ignore[no-untyped-def]
