@@ -156,6 +156,7 @@ class Judge:
         it places in the audio, with at most one word after them that the aligner squeezes to
         no time (a word squeezed before or between them may be real speech the aligner could
         not place: the decode stands).
+
         Forced past final text and asked to go on over a sound that is not speech, it writes a
         conjunction with almost no chance: jfk's "... for your country." final, then a
         sawtooth buzz, a 50 Hz hum or noise bursts 0.15 s after it, inside the VAD's hangover,
