@@ -6,6 +6,9 @@ pass, but forces the prefix after it one step per token, as if generating it (is
 is where much of a stream's decoder time goes). This measures it on real windows, so a
 policy that shortens or drops the prefix can be priced before it is built.
 
+It also times the encoder alone on inputs of several lengths: the engine pads a window's
+input (``encoder_granularity_s``), and the padding is paid on every step.
+
 ``python -m bench.prefix_cost [--name NAME] [--windows 6] [--reps 5]``
 """
 
@@ -22,6 +25,7 @@ from .harness import machine, save_results
 
 WINDOW_S = 9.0  # a step window: 8 s of committed context and the new speech
 NEW_TOKENS = 8  # what a step decode writes after the prefix, about
+ENCODER_INPUTS_S = (4, 6, 8, 10, 12, 14, 30)
 
 
 def _time(fn, reps: int) -> float:
@@ -62,8 +66,13 @@ def measure(windows: int, reps: int, lengths: list[int]) -> dict[str, object]:
                 enc, [p], beam_size=1, max_length=len(p) + NEW_TOKENS), reps))
     table = {k: {m: round(1000 * statistics.median(v), 1) for m, v in r.items() if v}
              for k, r in rows.items()}
+    encoder = {}
+    for secs in ENCODER_INPUTS_S:
+        feats = e._features(audio[: secs * 16000], secs * 100)[None]
+        sv = ctranslate2.StorageView.from_array(np.ascontiguousarray(feats))
+        encoder[secs] = round(1000 * _time(lambda s=sv: model.encode(s, to_cpu=False), reps), 1)
     return {"machine": machine(), "windows": windows, "reps": reps, "window_s": WINDOW_S,
-            "new_tokens": NEW_TOKENS, "ms": table}
+            "new_tokens": NEW_TOKENS, "ms": table, "encoder_ms": encoder}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
              "| k tokens | forced prefix ms | as previous text ms |", "|---|---|---|"]
     for k, r in res["ms"].items():
         lines.append(f"| {k} | {r.get('prefix', '')} | {r.get('previous', '')} |")
+    lines += ["", "The encoder alone (wall ms, median of the runs) on an input of:", "",
+              "| input s | encoder ms |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in res["encoder_ms"].items()]
     m = res["machine"]
     lines += ["", f"Machine: {m}"]
     save_results(a.out, a.name, res, "\n".join(lines) + "\n")
