@@ -77,7 +77,7 @@ def _serve(args: argparse.Namespace) -> int:
     if isinstance(engine, str):
         print(engine, file=sys.stderr)
         return 2
-    graceful_server(
+    server = graceful_server(
         create_app(config, engine),
         host=args.host,
         port=args.port,
@@ -85,7 +85,11 @@ def _serve(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         timeout_graceful_shutdown=30,
         **tls,
-    ).run()
+    )
+    try:
+        server.run()
+    except KeyboardInterrupt:  # uvicorn raises Ctrl-C again once it has shut down gracefully
+        pass
     return 0
 
 

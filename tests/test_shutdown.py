@@ -1,5 +1,5 @@
-"""SIGTERM: the server stops taking sessions, finalises the open ones (their speakers get the
-last finals and `closed`) and exits."""
+"""SIGTERM or Ctrl-C: the server stops taking sessions, finalises the open ones (their speakers
+get the last finals and `closed`) and exits, without a traceback."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from whisperwire.server.wer import normalize
 pytestmark = pytest.mark.e2e
 
 
-def test_sigterm_finalises_open_sessions(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
+def test_a_stop_signal_finalises_open_sessions(tmp_path, sig):
     import socket
 
     with socket.socket() as s:
@@ -44,12 +45,13 @@ def test_sigterm_finalises_open_sessions(tmp_path):
                 await ws.recv()
                 await ws.send(pcm)  # the whole sentence, then no close from us
                 await asyncio.sleep(0.5)
-                proc.send_signal(signal.SIGTERM)
+                proc.send_signal(sig)
                 return [wire.decode(m) async for m in ws], ws.close_code
 
         msgs, code = run(go())
-        # uvicorn re-raises the signal after its graceful shutdown: the exit status says SIGTERM
-        assert proc.wait(60) in (0, -signal.SIGTERM)
+        # uvicorn re-raises the signal after its graceful shutdown: the exit status says
+        # SIGTERM; Ctrl-C (a KeyboardInterrupt) ends the server as it asked, with status 0
+        assert proc.wait(60) in ((0, -signal.SIGTERM) if sig == signal.SIGTERM else (0,))
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -61,3 +63,4 @@ def test_sigterm_finalises_open_sessions(tmp_path):
     assert "event=drained sessions=1 left=0" in log
     assert "/v1/listen" in log, "the accept line is logged, with the token redacted"
     assert "s3cret" not in log
+    assert "Traceback" not in log, log[-2000:]
