@@ -17,7 +17,8 @@ class AudioFileError(ClientFault, ValueError):
 
 def read_audio(path: str, sample_rate: int = 16000) -> np.ndarray:
     """The whole file as int16 mono at ``sample_rate`` (FFmpeg's resampler does the work).
-    Raises :class:`AudioFileError` for a missing file or one without decodable audio."""
+    Raises :class:`AudioFileError` for a missing file or one without decodable audio, or
+    without a single sample of it."""
     import av
 
     if not os.path.exists(path):
@@ -39,4 +40,7 @@ def read_audio(path: str, sample_rate: int = 16000) -> np.ndarray:
         # FFmpeg's reason ("Invalid data found when processing input") names no file type
         raise AudioFileError(f"{path} is not an audio or video file this client can read "
                              f"({getattr(exc, 'strerror', None) or exc})") from None
-    return np.concatenate(chunks).astype(np.int16) if chunks else np.zeros(0, np.int16)
+    pcm = np.concatenate(chunks).astype(np.int16) if chunks else np.zeros(0, np.int16)
+    if not len(pcm):  # a header and nothing after it (the HTTP dialects refuse it the same way)
+        raise AudioFileError(f"{path} holds no audio samples")
+    return pcm

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 
 __all__ = ["main"]
@@ -169,6 +170,17 @@ def _client_parser(sub, name: str, help: str, speaker: bool):  # type: ignore[no
     return p
 
 
+def _pace(text: str) -> float:
+    """Times real time, 0 or more (0: as fast as possible); a negative or endless pace is none."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(x) or x < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (as fast as possible) or more, not {text}")
+    return x
+
+
 def _count(text: str) -> int:
     """A whole number, 0 or more (0 turns a rule off; a negative one would fire it always)."""
     try:
@@ -304,7 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
     f = _client_parser(sub, "stream", "stream an audio file to a server and print captions",
                        speaker=True)
     f.add_argument("file", help="any audio or video file PyAV can open")
-    f.add_argument("--speed", type=float, default=1.0,
+    f.add_argument("--speed", type=_pace, default=1.0,
                    help="times real time; 0 = as fast as possible")
     f.set_defaults(func=_lazy("whisperwire.client.stream"))
 

@@ -85,6 +85,23 @@ def test_stream_on_a_missing_or_non_audio_file_says_so(live_server, tmp_path):
     said_plainly(cli("stream", str(ROOT / "README.md"), "--url", live_server.url),
                  "README.md is not an audio")
     said_plainly(cli("stream", str(png), "--url", live_server.url), "has no audio")
+    # a WAV header and no samples: refused as the HTTP dialects refuse it, not streamed as
+    # nothing ("no captions", status 0)
+    empty = tmp_path / "empty.wav"
+    with wave.open(str(empty), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+    r = cli("stream", str(empty), "--url", live_server.url)
+    said_plainly(r, "empty.wav holds no audio samples")
+    assert r.returncode == 2, r.returncode
+
+
+@pytest.mark.parametrize("speed", ["-1", "nan", "inf", "fast"])
+def test_stream_refuses_a_speed_that_is_no_pace(speed):
+    r = cli("stream", JFK, "--url", "ws://127.0.0.1:9", "--speed", speed)
+    said_plainly(r, "--speed")
+    assert r.returncode == 2 and "cannot reach" not in r.stderr, r.stderr
 
 
 def test_stream_refuses_a_bad_output_before_streaming(live_server, tmp_path):
