@@ -53,7 +53,8 @@ def test_deepgram_snippet(live_server, tmp_path, monkeypatch, capsys):
 
 @pytest.mark.timeout(60)
 def test_openai_snippet(live_server, tmp_path, monkeypatch, capsys):
-    write_wav(tmp_path / "speech.wav", load16k(CLIP), 24000)
+    write_wav(tmp_path / "speech.wav", load16k(CLIP), 16000)  # the file parts: any rate
+    write_wav(tmp_path / "speech-24k.wav", load16k(CLIP), 24000)  # the realtime part
     out = run_snippet(snippet("OpenAI("), live_server, tmp_path, monkeypatch, capsys)
     ref = references()[CLIP]
     text, srt, realtime = out[0], [x for x in out[1:-1] if re.search(r"[a-z]", x)], out[-1]
