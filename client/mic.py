@@ -137,7 +137,7 @@ def describe_devices(devices: list[dict[str, Any]]) -> tuple[str, int]:
     if not inputs:
         found = "no audio devices at all" if not devices else \
             f"{len(devices)} audio device(s), none of them an input"
-        return f"no input device: PortAudio sees {found}. {NO_INPUT_ADVICE}.", 1
+        return f"no input device: PortAudio sees {found}; {NO_INPUT_ADVICE}", 1
     return "\n".join(f"{i:3d}  {name}" for i, name in inputs), 0
 
 
@@ -177,7 +177,9 @@ def main(args: Any) -> int:
     def body() -> int:
         if args.list_devices:
             text, status = describe_devices(list(_sounddevice().query_devices()))
-            print(text, file=sys.stderr if status else sys.stdout)
+            # nothing to list is said as every other failure is: one sentence, named
+            print(f"whisperwire: {text}" if status else text,
+                  file=sys.stderr if status else sys.stdout)
             return status
         url = ws_url(args.url)
         check_output(args.output)

@@ -252,6 +252,7 @@ def test_device_listing_says_when_nothing_can_record():
         text, status = mic.describe_devices(devices)
         assert status == 1 and text.startswith("no input device")
         assert "--input-file" in text and "whisperwire stream" in text
+        assert ". plug" not in text, "one sentence, as the mic's own refusal"
 
 
 def test_mic_on_this_machine_says_what_it_has():
@@ -267,6 +268,7 @@ def test_mic_on_this_machine_says_what_it_has():
         assert r.returncode == 0 and inputs[0][1] in r.stdout
     else:
         said_plainly(r, "no input device")
+        assert r.stderr.startswith("whisperwire: no input device"), r.stderr
         said_plainly(cli("mic", "--url", "ws://127.0.0.1:9"), "no input device", "--input-file")
 
 
