@@ -22,14 +22,14 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "BuildFacts", "Choice", "DeviceError", "build_kind", "choose", "gather_facts",
-    "prepare_environment", "ENV_VARS",
+    "prepare_environment", "ENV_VARS", "cpu_vendor", "mkl_problem",
 ]
 
 COMPUTE_TYPES = ("int8", "int8_float16", "int8_float32", "int8_bfloat16", "int16", "float16",
                  "bfloat16", "float32")
 ENV_VARS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
             "HSA_OVERRIDE_GFX_VERSION", "CT2_CUDA_ALLOCATOR", "CT2_USE_EXPERIMENTAL_PACKED_GEMM",
-            "OMP_NUM_THREADS")
+            "CT2_USE_MKL", "OMP_NUM_THREADS")
 
 
 class DeviceError(Exception):
@@ -135,7 +135,38 @@ def build_kind(f: BuildFacts) -> str:
     return "cpu"
 
 
-def _no_gpu_hint(f: BuildFacts) -> str:
+def cpu_vendor() -> str:
+    """The CPU's vendor id as Linux names it ("GenuineIntel", "AuthenticAMD"), or ""."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def mkl_problem(env: dict[str, str], vendor: str) -> str | None:
+    """``CT2_USE_MKL`` forcing Intel MKL on an AMD CPU, where CTranslate2 leaves it off: on an
+    AMD EPYC (Zen 4) a greedy decode took 19-20x as long and the encoder 2.4-5x
+    (bench/results/prefix-cost-amd-stop59-mkl.md)."""
+    on = env.get("CT2_USE_MKL", "").strip().lower() in ("1", "true", "yes", "on")
+    if on and vendor == "AuthenticAMD":
+        return ("CT2_USE_MKL forces Intel MKL on this AMD CPU: decoding ran 20x slower so on an "
+                "AMD EPYC; unset it")
+    return None
+
+
+def _nvidia_driver_loaded() -> bool:
+    """The NVIDIA kernel driver's control device (a container gets it with its GPUs)."""
+    return os.path.exists("/dev/nvidiactl")
+
+
+def _no_gpu_hint(f: BuildFacts, driver: bool | None = None) -> str:
+    """Why a build sees no GPU, and what to do. ``driver``: whether an NVIDIA driver is loaded
+    (None: look). Without one, CUDA's own reason is 'CUDA driver version is insufficient for
+    CUDA runtime version', which points at an upgrade of a driver that is not there."""
     kind = build_kind(f)
     if kind == "cpu":
         return ("this CTranslate2 is a CPU-only build; install the CUDA wheel (pip) or the ROCm "
@@ -145,6 +176,10 @@ def _no_gpu_hint(f: BuildFacts) -> str:
                 "readable (add your user to the 'render' and 'video' groups), and for an "
                 "unsupported gfx target try HSA_OVERRIDE_GFX_VERSION (e.g. 10.3.0 for RDNA2, "
                 "11.0.0 for RDNA3)")
+    if not (_nvidia_driver_loaded() if driver is None else driver):
+        return ("no NVIDIA driver is loaded on this machine (no /dev/nvidiactl; in a container, "
+                "pass the GPUs in, e.g. `docker run --gpus all`): install the driver and check "
+                "`nvidia-smi`, or serve on the CPU with --device cpu")
     return ("the CUDA build sees no NVIDIA GPU: check `nvidia-smi`, the driver version, and "
             "CUDA_VISIBLE_DEVICES" + (f" ({f.gpu_error})" if f.gpu_error else ""))
 

@@ -68,6 +68,8 @@ def run_checks(model: str = "embedded", device: str = "auto") -> dict[str, Any]:
         _load_failed(report, str(exc))
         return report
     _describe_build(report, facts, device)
+    if device.startswith("cuda") and facts.cuda_device_count == 0:
+        return report  # (said above, with its fix: choosing would only say it again)
     try:
         choice = devices.choose(device, "auto", facts)
     except devices.DeviceError as exc:
@@ -121,6 +123,9 @@ def _describe_build(report: dict[str, Any], facts: BuildFacts, device: str) -> N
                                   "kind": "AMD (HIP)" if kind == "rocm" else "NVIDIA",
                                   "compute_types": list(facts.gpu_compute_types or ())})
     report["env"] = facts.env
+    slow = devices.mkl_problem(facts.env, devices.cpu_vendor())
+    if slow:
+        report["problems"].append(slow)
     if facts.cuda_device_count == 0:
         # normal on a CPU machine (PyPI's wheel is a CUDA build): the driver hints are for
         # someone who asked for a GPU, not for everyone

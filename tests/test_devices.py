@@ -146,6 +146,40 @@ def test_doctor_json_on_cpu():
     assert d["decode"]["first_seconds"] > 0
 
 
+@pytest.mark.parametrize("env, vendor, said", [
+    ({"CT2_USE_MKL": "1"}, "AuthenticAMD", True),
+    ({"CT2_USE_MKL": "true"}, "AuthenticAMD", True),
+    ({"CT2_USE_MKL": "0"}, "AuthenticAMD", False),
+    ({}, "AuthenticAMD", False),
+    ({"CT2_USE_MKL": "1"}, "GenuineIntel", False),
+])
+def test_mkl_forced_on_an_amd_cpu_is_a_problem(env, vendor, said):
+    problem = devices.mkl_problem(env, vendor)
+    assert bool(problem) == said and (not said or "unset it" in problem)
+
+
+def test_the_cpu_vendor_is_read():
+    assert devices.cpu_vendor() in ("GenuineIntel", "AuthenticAMD")
+
+
+def test_no_nvidia_driver_is_named_as_such():
+    """With no driver loaded CUDA says 'driver version is insufficient for CUDA runtime
+    version', which sends the user to upgrade a driver that is not there."""
+    gone = devices._no_gpu_hint(CUDA_NO_GPU, driver=False)  # noqa: SLF001
+    assert "no NVIDIA driver is loaded" in gone and "--device cpu" in gone
+    assert "nvidia-smi" in devices._no_gpu_hint(CUDA_NO_GPU, driver=True)  # noqa: SLF001
+
+
+def test_doctor_asked_for_a_missing_gpu_says_each_thing_once():
+    r = _doctor("--device", "cuda")
+    if devices.gather_facts().cuda_device_count:
+        return  # (a GPU here: nothing is missing)
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = [x.split(None, 1)[1] for x in r.stdout.splitlines()
+             if x.startswith(("PROBLEM", "fix"))]
+    assert len(lines) == 2 and lines[0] not in lines[1] and lines[1] not in lines[0], r.stdout
+
+
 def test_doctor_text_is_calm_without_a_gpu_and_has_no_log_lines():
     """A CPU-only user gets one calm line, not the driver checklist meant for someone who asked
     for a GPU; and no stray faster-whisper log line in the report."""
