@@ -20,7 +20,7 @@ from .stream_options import StreamOptions
 from .text import is_unspaced
 from .text import split_units as text_units
 from .utterance import EndMark, Kind, Run
-from .voicing import a_voice, voiced
+from .voicing import VOICED, a_voice, voiced
 from .wire import Word
 
 __all__ = ["Judge", "Verdict"]
@@ -187,6 +187,32 @@ class Judge:
         if len(new) > 1 and squeezed(new[-1]):  # Whisper ends its stock phrase: "Thank" "you."
             new = new[:-1]
         return bool(new) and all(not squeezed(w) and w.probability < p for w in new)
+
+    def unvoiced_doubt(self, u: Run, words: list[Word], win_end: float,
+                       task: str = "transcribe") -> bool:
+        """An end decode of utterances of their own after final text (none of them final
+        yet), in which Whisper doubts every new word (p < ``unvoiced_doubt_probability``,
+        placed or squeezed) and whose audio, from the first of them to the last's end, holds
+        no voice (:func:`.voicing.voiced`). 1 s after jfk a 50 Hz hum or noise bursts
+        (voicing 0.14-0.19) were read "Ah." at p 0.006, then "Aah!" at 0.14-0.16, and read on
+        "Aah!" at 0.50; a lone word misheard in speech is doubted as much ("Boy." 0.08, "Mm."
+        0.09 on real/) but said with a voice (0.89 and more). An utterance partly final
+        (agreement committed its first words) keeps its decode: its audio would not be all
+        judged. Not for the first thing said (``all_doubt``), nor a translation (unmeasured)."""
+        o = self.opt
+        mark = end_mark(u, win_end)
+        if not o.unvoiced_doubt_probability or mark is None or task == "translate" \
+                or not u.buffer.committed:
+            return False
+        at = int(round(win_end * MODEL_RATE))
+        open_ = [m for e, m in u.ends.items() if e <= at]
+        committed_end = u.buffer.committed_end
+        if any(m.began / MODEL_RATE < committed_end for m in open_):
+            return False
+        new = [w for w in words_from(words, committed_end) if spoken(w)]
+        return bool(new) and all(w.probability < o.unvoiced_doubt_probability for w in new) \
+            and not voiced(u.audio(min(m.began for m in open_), mark.spoken_to),
+                           o.doubted_end_voicing or VOICED)
 
     def stops_short(self, u: Run, words: list[Word], win_end: float) -> bool:
         """An end decode's last word ends ``tail_check_ms`` or more before the speech the VAD

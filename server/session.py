@@ -452,7 +452,8 @@ class StreamSession:
         if u.asking.jumped and req.careful:  # asked again after a jump: what it leaves out
             words = self.judge.with_jumped_over(u, words)
         u.asking = Asking()
-        if kind == Kind.END and self.judge.all_doubt(u, words, win_end, result.no_speech_prob):
+        if kind == Kind.END and (self.judge.all_doubt(u, words, win_end, result.no_speech_prob)
+                                 or self.judge.unvoiced_doubt(u, words, win_end, req.task)):
             words = []  # (not even its punctuation: no final of "...")
         if kind == Kind.END and self.judge.stops_short(u, words, win_end):
             u.tail, u.tail_for = words, int(round(win_end * MODEL_RATE))
@@ -487,7 +488,8 @@ class StreamSession:
             self._ask_whole(u, at, silence=False)
             return
         u.asking.whole = None
-        if self.judge.lone_doubt(u, tail + new, win_end, req.task):
+        if self.judge.lone_doubt(u, tail + new, win_end, req.task) \
+                or self.judge.unvoiced_doubt(u, tail + new, win_end, req.task):
             tail, new = [], []
         self._commit(u, Kind.END, result, tail + new, req.duration, win_end, unsure,
                      busy_step=False)  # (an end decode is careful, never a busy step)

@@ -144,6 +144,14 @@ class StreamOptions:
     # Such words on real/ replayed in real time and under load, misheard speech: p 0.04-0.09.
     # 0: never.
     lone_doubt_probability: float = 0.02
+    # ... and so does one whose every new word Whisper doubts (p under this), in utterances of
+    # their own after final text, over audio with no voice (``doubted_end_voicing``): 1 s
+    # after jfk, a 50 Hz hum or noise bursts (voicing 0.14-0.19) came out "Ah." at p 0.006,
+    # asked again "Aah!" at 0.14-0.16, read on 0.50 and final. Such end decodes on real/
+    # (replayed in real time, flat out and as under load) and zh/: voicing 0.78 and more,
+    # every one; the all-doubted among them ("Boy.", "Mm.", "Still.", "Women.") 0.89-1.0.
+    # 0: never.
+    unvoiced_doubt_probability: float = 0.3
     # an utterance that starts this soon after the previous one ended continues its window
     join_gap_ms: int = 2000
     prompt_chars: int = 200

@@ -2646,6 +2646,83 @@ def test_an_end_decode_that_adds_only_words_whisper_all_but_rules_out_says_nothi
     assert text == "No."
 
 
+def test_a_doubted_end_decode_over_a_sound_with_no_voice_says_nothing():
+    """jfk, then 1 s later a 50 Hz hum or noise bursts, each an utterance of its own: the end
+    decode, its window reaching back over the final words, wrote "Ah." at p 0.006, and asked
+    again "Aah!" at 0.14-0.16, which read on (the tail check) came out at 0.50 and final. Not
+    a word Whisper rules out, but the sound has no voice (voicing 0.14-0.19 against 0.78 and
+    more for every utterance of real/, zh/ and espeak; server/voicing.py), and Whisper doubts
+    every word it heard there. A doubted reply said with a voice is said ("Boy." at p 0.08,
+    "Mm." 0.09 on real/); so is a sure word over the sound, and the rule is off at 0."""
+    from conftest import espeak
+
+    said, reply = espeak("Ask not."), espeak("No.")
+    gone = 1.0 + len(said) / 16000
+    t = np.arange(2 * 16000) / 16000
+    hum = 0.1 * np.sign(np.sin(2 * np.pi * 50 * t))
+    bursts = np.random.default_rng(7).normal(0, 0.1, 16000) * (np.arange(16000) % 8000 < 4000)
+    heard = [Word(" Ask", 1.0, gone / 2 + 0.5, 0.95), Word(" not.", gone / 2 + 0.5, gone, 0.95)]
+
+    def decoder(after: float, extra: list[tuple[str, float, float, float]]):  # type: ignore[no-untyped-def]
+        def decode(req: DecodeRequest) -> DecodeResult:
+            end = req.offset + req.duration
+            words = [w for w in heard if req.offset <= w.start and w.end <= end]
+            words = words[len(req.prefix.split()):]
+            if req.careful and end > after + 0.5:
+                words += [Word(w, after + at, min(end, after + at + d), p) for w, at, d, p in extra]
+            words = [replace(w, start=w.start - req.offset, end=w.end - req.offset) for w in words]
+            return DecodeResult(tuple(words), "".join(w.word for w in words), 0.05, -0.3, 1.3)
+        return decode
+
+    pause = np.zeros(16000)
+    cases = {  # the sound after the speech, its words (word, at, length, p), said
+        "hum": (hum, [(" Aah!", 0, 1.5, 0.16)], False),
+        "a squeezed word over the hum": (hum, [(" Ah.", -0.25, 0, 0.15)], False),
+        "noise bursts": (bursts, [(" Aah!", 0, 0.4, 0.14)], False),
+        "a sure word over the hum": (hum, [(" Hello.", 0, 1.0, 0.6)], True),
+        "a sure word after a doubted one": (hum, [(" Ah,", 0, 0.5, 0.1), (" hello.", 0.5, 0.5, 0.6)],
+                                            True),
+        "a doubted reply": (reply, [(" No.", 0, 0.3, 0.15)], True),
+    }
+    for case, (sound, extra, kept) in cases.items():
+        audio = np.concatenate([np.zeros(16000), said, pause, sound, np.zeros(32000)])
+        for p in (0.3, 0.0):
+            s = StreamSession(StreamOptions(unvoiced_doubt_probability=p), energy_vad())
+            text = " ".join(f.text for f in finals(drive(s, decoder(gone + 1.0, extra),
+                                                          audio.astype(np.float32))))
+            added = "".join(w for w, *_ in extra)
+            assert text == "Ask not." + (added if kept or p == 0 else ""), (case, p, text)
+
+
+def test_an_unvoiced_doubt_judges_every_open_utterance_and_leaves_a_partly_final_one():
+    """``Judge.unvoiced_doubt`` on a backlog's window of two utterances, neither final: a voice
+    in the first keeps the doubted words of both (they may be its words, misplaced); and an
+    utterance whose first words agreement made final is not judged (its audio before the
+    final words is not looked at)."""
+    from conftest import espeak
+    from whisperwire.server.judging import Judge
+    from whisperwire.server.utterance import EndMark, Run
+
+    noise = np.random.default_rng(3).normal(0, 0.1, 16000).astype(np.float32)
+    voice = espeak("No.")[:16000]
+    voice = np.pad(voice, (0, 16000 - len(voice))).astype(np.float32)
+    gap = np.zeros(8000, np.float32)
+    judge = Judge(StreamOptions())
+    unsure = [Word(" Ah.", 0.7, 1.1, 0.1), Word(" Aah!", 2.7, 3.3, 0.15)]
+    for first, said in ((noise, False), (voice, True)):
+        u = Run(0)
+        u.append(np.concatenate([gap, first, gap, noise, gap]))  # 0.5-1.5 s, 2.0-3.0 s
+        u.buffer.committed = [Word(" Hi.", 0.1, 0.4, 0.9)]
+        u.buffer.committed_end = 0.4
+        u.ends[int(1.6 * 16000)] = EndMark(spoken_to=int(1.5 * 16000), began=int(0.5 * 16000))
+        u.ends[int(3.1 * 16000)] = EndMark(spoken_to=int(3.0 * 16000), began=int(2.0 * 16000))
+        assert judge.unvoiced_doubt(u, unsure, 3.1) is not said, said
+        assert not judge.unvoiced_doubt(u, unsure, 3.1, task="translate")
+        if not said:  # the first utterance's words final up to 0.9 s: not judged
+            u.buffer.committed_end = 0.9
+            assert not judge.unvoiced_doubt(u, unsure[1:], 3.1)
+
+
 def test_a_lone_doubt_judges_a_backlog_window_whole():
     """A backlog's window holds two utterances, neither final (a square wave's beeps, each an
     utterance, came out "I" stretched over six at p 0.002): it says nothing only if every
