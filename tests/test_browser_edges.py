@@ -51,6 +51,32 @@ def assert_no_retry(page, seconds: float = 3.0) -> None:  # type: ignore[no-unty
     assert status(page) not in ("connecting", "reconnecting")
 
 
+@pytest.mark.parametrize("name, said", [
+    ("NotAllowedError", "blocked for this page"),  # the user (or a policy) said no
+    ("NotFoundError", "No microphone found"),
+    ("NotReadableError", "another program"),
+    (None, "not secure"),  # a page on http://LAN-ADDRESS: no navigator.mediaDevices at all
+])
+def test_a_microphone_the_page_cannot_have_is_said_in_a_sentence(live_server, browser, name, said):
+    """The browser's own words ("Permission denied", "Requested device not found") told the
+    user nothing they could do."""
+    page = browser.new_page()
+    page.add_init_script(COUNT_SOCKETS)
+    if name is None:
+        page.add_init_script("Object.defineProperty(navigator, 'mediaDevices', {value: undefined})")
+    else:
+        page.add_init_script(
+            "navigator.mediaDevices.getUserMedia = () => Promise.reject("
+            f"new DOMException('the browser says', '{name}'))")
+    page.goto(live_server.http + "/")
+    page.click("[data-testid=start]")
+    wait_for(lambda: status(page) == "no microphone", 20, "the page to give up on the mic")
+    assert said in message(page) and "the browser says" not in message(page), message(page)
+    assert "Start" in message(page), "what to do next"
+    assert not page.is_disabled("[data-testid=start]") and sockets(page) == []
+    page.close()
+
+
 def test_a_language_the_model_refuses_is_said_and_not_retried(live_server, browser):
     page = browser.new_page()
     page.add_init_script(COUNT_SOCKETS)

@@ -1,7 +1,7 @@
 // The live-captions page: speaker mode (microphone -> /v1/listen) and viewer mode (?view=ID).
 import * as wire from "./wire.js";
 import { backoff, follow, Segments } from "./connection.js";
-import { explainClosed, explainError } from "./explain.js";
+import { explainClosed, explainError, explainMic } from "./explain.js";
 import { glued, needsSpace } from "./text.js";
 
 const $ = (id) => document.getElementById(id);
@@ -259,11 +259,12 @@ async function start() {
   lockChoices(true);
   state.joined = false;
   try {
+    if (!navigator.mediaDevices) throw null;  // (an insecure page: explainMic says so)
     state.stream = await navigator.mediaDevices.getUserMedia({
       // browser DSP (noise suppression, AGC) distorts speech more than Whisper minds noise
       audio: { channelCount: 1, echoCancellation: false, noiseSuppression: false, autoGainControl: false } });
   } catch (e) {
-    say(`No microphone: ${e.message}`); setStatus("no microphone", "error");
+    say(explainMic(e)); setStatus("no microphone", "error");
     $("start").disabled = false; lockChoices(false); return;
   }
   state.ctx = new AudioContext();

@@ -46,3 +46,29 @@ export function explainClosed(reason) {
     default: return `Stopped (${reason}).`;
   }
 }
+
+/** Why the page got no microphone, as a sentence a person can act on. e: what getUserMedia
+ * threw, or null where the browser offers no microphone to the page at all (mediaDevices is
+ * only there in a secure context: https, or localhost). */
+export function explainMic(e) {
+  if (!e) {
+    return "This page is not secure (not https, nor localhost), and browsers give such pages "
+      + "no microphone. Open it over https, or as localhost on this machine, then press Start.";
+  }
+  switch (e.name) {
+    case "NotAllowedError":
+    case "SecurityError":
+      return "The microphone is blocked for this page. Allow it (the microphone or lock icon in "
+        + "the address bar, or the browser's site settings), then press Start.";
+    case "NotFoundError":
+    case "OverconstrainedError":
+      return "No microphone found. Plug one in or choose one in the system's sound settings, "
+        + "then press Start.";
+    case "NotReadableError":
+    case "AbortError":
+      return "The microphone could not be opened: another program may be using it. Close it, "
+        + "then press Start.";
+    default:
+      return `No microphone (${e.message || e.name || e}). Press Start to try again.`;
+  }
+}
