@@ -220,6 +220,9 @@ def test_stop_while_reconnecting_still_delivers_what_was_said(live_server, brows
     server_side.close()
     page_side.close(code=1001, reason="outage")
     page.wait_for_timeout(3000)
+    # a partial and a lag from before the drop would stand there frozen, as if current
+    assert page.inner_text("#partial") == "" and page.inner_text("#latency") == "", \
+        (page.inner_text("#partial"), page.inner_text("#latency"))
     page.click("[data-testid=stop]")
     assert "stopped" != page.inner_text("[data-testid=status]")
     outage[0] = 0

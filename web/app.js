@@ -236,6 +236,8 @@ function connectSpeaker() {
     },
     onDrop: (attempt) => {
       setStatus("reconnecting", "connecting");
+      // a partial (it may still change) and a lag from before the drop are not current
+      $("partial").textContent = ""; $("latency").textContent = "";
       say(state.joined
         ? `Connection lost; reconnecting to the same session (try ${attempt} of ${SPEAKER_TRIES}).`
         : `Cannot reach the server; trying again (${attempt} of ${SPEAKER_TRIES}).`);
@@ -404,6 +406,8 @@ function watch(session) {
     },
     onDrop: (attempt) => {
       setStatus("reconnecting", "connecting");
+      // a partial (it may still change) and a lag from before the drop are not current
+      $("partial").textContent = ""; $("latency").textContent = "";
       say(state.joined ? `Connection lost; reconnecting (try ${attempt} of ${VIEWER_TRIES}).`
         : `Cannot reach the server; trying again (${attempt} of ${VIEWER_TRIES}).`);
     },
