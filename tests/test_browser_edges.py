@@ -77,6 +77,35 @@ def test_a_microphone_the_page_cannot_have_is_said_in_a_sentence(live_server, br
     page.close()
 
 
+def test_a_page_that_goes_on_in_a_channel_shows_what_it_holds_so_far(live_server, browser):
+    """A page reloaded mid-session (or opened on a channel that already has finals) goes on in
+    the same channel: it showed only what came after, while its Download links held all of it
+    (a reloaded page showed one line of the three before)."""
+    stream(live_server.url, SECOND, "so-far")
+    before = httpx.get(f"{live_server.http}/v1/sessions/so-far/transcript.json").json()["text"]
+    assert len(before.split()) > 10, before
+    page = browser.new_page()
+    page.goto(live_server.http + "/?session=so-far")
+    page.click("[data-testid=start]")
+    wait_for(lambda: status(page) == "live", 30, "live")
+    shown = lambda: page.inner_text("[data-testid=finals]").split()  # noqa: E731
+    wait_for(lambda: shown()[: len(before.split())] == before.split(), 20,
+             "the channel's finals so far, first")
+    page.click("[data-testid=stop]")
+    wait_for(lambda: status(page) == "stopped", 60, "stopped")
+    # Start again in the same page, on the same channel: what it holds, once
+    page.click("[data-testid=start]")
+    wait_for(lambda: status(page) == "live", 30, "live again")
+    opening = " ".join(before.split()[:6])
+    wait_for(lambda: " ".join(shown()).count(opening) == 1 and shown()[:6] == before.split()[:6],
+             20, "the channel's finals once")
+    page.wait_for_timeout(1000)
+    assert " ".join(shown()).count(opening) == 1, shown()
+    page.click("[data-testid=stop]")
+    wait_for(lambda: status(page) == "stopped", 60, "stopped")
+    page.close()
+
+
 def test_a_language_the_model_refuses_is_said_and_not_retried(live_server, browser):
     page = browser.new_page()
     page.add_init_script(COUNT_SOCKETS)

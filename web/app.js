@@ -177,11 +177,20 @@ async function catchUp(session, again) {
     for (const f of tr.finals) if (state.segments.isNewFinal(f)) appendFinal(f);
     // what was in flight when it dropped: sent, never heard
     if (state.connOffset !== null) sayAgain(sentOld - (tr.offset - state.connOffset));
-  } else {
+  } else if (again) {
     // a restarted server lost what it had not made final: all after the last final shown
-    if (again && tr && state.instance) sayAgain(sentOld - (state.lastEnd ?? 0));
+    if (tr && state.instance) sayAgain(sentOld - (state.lastEnd ?? 0));
     state.segments = new Segments();
     if (tr && tr.finals.length) state.segments.last = tr.finals[tr.finals.length - 1].segment;
+  } else {
+    // a page that goes on in a channel (reloaded mid-session, or a session id used before)
+    // shows what it holds so far, as its Download links and a viewer have it
+    // (Start again on the same channel: all of it once, not twice)
+    state.segments = new Segments();
+    if (tr && tr.finals.length) {
+      $("finals").replaceChildren();
+      for (const f of tr.finals) if (state.segments.isNewFinal(f)) appendFinal(f);
+    }
   }
   state.instance = tr ? tr.instance : null;
   state.connOffset = tr ? tr.offset : null;
