@@ -151,16 +151,18 @@ def mkl_problem(env: dict[str, str], vendor: str) -> str | None:
     """``CT2_USE_MKL`` forcing Intel MKL on an AMD CPU, where CTranslate2 leaves it off: on an
     AMD EPYC (Zen 4) a greedy decode took 19-20x as long and the encoder 2.4-5x
     (bench/results/prefix-cost-amd-stop59-mkl.md)."""
-    on = env.get("CT2_USE_MKL", "").strip().lower() in ("1", "true", "yes", "on")
+    on = env.get("CT2_USE_MKL", "").strip().lower() in ("1", "true")  # (CTranslate2's reading)
     if on and vendor == "AuthenticAMD":
         return ("CT2_USE_MKL forces Intel MKL on this AMD CPU, where it decodes several times "
-                "slower (a streaming step 20x, the sample 5x on an AMD EPYC); unset it")
+                "slower (on an AMD EPYC: greedy decoding 20x, the encoder 2.4-5x, this check's "
+                "sample 5x); unset it")
     return None
 
 
 def _nvidia_driver_loaded() -> bool:
-    """The NVIDIA kernel driver's control device (a container gets it with its GPUs)."""
-    return os.path.exists("/dev/nvidiactl")
+    """The NVIDIA kernel driver's control device (a container gets it with its GPUs), or
+    WSL2's GPU device (its driver is the Windows host's)."""
+    return os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/dxg")
 
 
 def _no_gpu_hint(f: BuildFacts, driver: bool | None = None) -> str:

@@ -60,7 +60,7 @@ def run_checks(model: str = "embedded", device: str = "auto") -> dict[str, Any]:
     from . import devices
 
     report: dict[str, Any] = {"python": platform.python_version(), "platform": platform.platform(),
-                              "problems": [], "advice": []}
+                              "problems": [], "advice": [], "ok": False}
     report["environment_notes"] = devices.prepare_environment()
     try:
         facts = devices.gather_facts()

@@ -198,7 +198,9 @@ class Judge:
         "Aah!" at 0.50; a lone word misheard in speech is doubted as much ("Boy." 0.08, "Mm."
         0.09 on real/) but said with a voice (0.89 and more). An utterance partly final
         (agreement committed its first words) keeps its decode: its audio would not be all
-        judged. Not for the first thing said (``all_doubt``), nor a translation (unmeasured)."""
+        judged. Not for the first thing said (``all_doubt``), nor a translation (unmeasured).
+        Whispered speech has no pitch period either: a whispered reply doubted in every word
+        would go (unmeasured: ../shared has none)."""
         o = self.opt
         mark = end_mark(u, win_end)
         if not o.unvoiced_doubt_probability or mark is None or task == "translate" \
@@ -210,9 +212,14 @@ class Judge:
         if any(m.began / MODEL_RATE < committed_end for m in open_):
             return False
         new = [w for w in words_from(words, committed_end) if spoken(w)]
-        return bool(new) and all(w.probability < o.unvoiced_doubt_probability for w in new) \
-            and not voiced(u.audio(min(m.began for m in open_), mark.spoken_to),
-                           o.doubted_end_voicing or VOICED)
+        if not new or any(w.probability >= o.unvoiced_doubt_probability for w in new):
+            return False
+        # from the first open utterance or word, whichever comes first: words Whisper placed
+        # in no utterance the VAD still holds (its end mark cleared by a join) are judged on
+        # their own audio too. (``doubted_end_voicing`` 0 turns off all_doubt's voice test,
+        # not this rule's: without a voice test this rule would be lone doubt at p 0.3)
+        first = min(min(m.began for m in open_), int(min(w.start for w in new) * MODEL_RATE))
+        return not voiced(u.audio(first, mark.spoken_to), o.doubted_end_voicing or VOICED)
 
     def stops_short(self, u: Run, words: list[Word], win_end: float) -> bool:
         """An end decode's last word ends ``tail_check_ms`` or more before the speech the VAD

@@ -48,8 +48,14 @@ def parse_devices(spec: str, gpu_count: int | None = None) -> list[str]:
 
 
 def _worker_main(conn: Any, options: dict[str, Any]) -> None:
-    """Runs in the worker process: load an engine, then decode whatever batches arrive."""
+    """Runs in the worker process: load an engine, then decode whatever batches arrive.
+    Ctrl-C reaches a terminal's whole process group: the worker leaves it to the server,
+    which drains its sessions through the workers and then stops them."""
+    import signal
+
     from .engine import Engine
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     opts = EngineOptions(**options)
     try:

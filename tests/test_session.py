@@ -2721,6 +2721,14 @@ def test_an_unvoiced_doubt_judges_every_open_utterance_and_leaves_a_partly_final
         if not said:  # the first utterance's words final up to 0.9 s: not judged
             u.buffer.committed_end = 0.9
             assert not judge.unvoiced_doubt(u, unsure[1:], 3.1)
+    # a voiced utterance whose end mark a join cleared: its words are judged on its audio
+    u = Run(0)
+    u.append(np.concatenate([gap, voice, gap, noise, gap]))
+    u.buffer.committed = [Word(" Hi.", 0.1, 0.4, 0.9)]
+    u.buffer.committed_end = 0.4
+    u.ends[int(3.1 * 16000)] = EndMark(spoken_to=int(3.0 * 16000), began=int(2.0 * 16000))
+    assert not judge.unvoiced_doubt(u, [Word(" No.", 0.7, 1.1, 0.2)] + unsure[1:], 3.1)
+    assert judge.unvoiced_doubt(u, unsure[1:], 3.1)
 
 
 def test_a_lone_doubt_judges_a_backlog_window_whole():

@@ -64,3 +64,33 @@ def test_a_stop_signal_finalises_open_sessions(tmp_path, sig):
     assert "/v1/listen" in log, "the accept line is logged, with the token redacted"
     assert "s3cret" not in log
     assert "Traceback" not in log, log[-2000:]
+
+
+def test_ctrl_c_in_the_terminal_reaches_the_worker_processes_too():
+    """A terminal's Ctrl-C goes to its whole process group, decode worker processes
+    (``--devices``) included: they leave the shutdown to the server, which drains through
+    them, and nothing prints a traceback."""
+    import os
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "whisperwire.server", "serve", "--port",
+                             str(port), "--devices", "cpu,cpu", "--cpu-threads", "1"],
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGINT)  # as the terminal does
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    log = proc.stderr.read()
+    assert "event=drained" in log and "Traceback" not in log, log[-3000:]

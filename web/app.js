@@ -199,8 +199,9 @@ async function catchUp(session, again) {
   state.caught = null;
   const last = state.segments.last;
   for (const m of held) {
-    // back in the same stream, it may have said meanwhile what the channel just gave
-    if (same && (m.type === "final" || m.type === "partial") && m.segment <= last) continue;
+    // it may have said meanwhile what the channel just gave (a partial of it would make
+    // its final new again)
+    if (tr && (m.type === "final" || m.type === "partial") && m.segment <= last) continue;
     showCaption(m);
   }
   if (state.stopping && ws.readyState === WebSocket.OPEN) finish(ws);
@@ -270,12 +271,12 @@ async function start() {
   lockChoices(true);
   state.joined = false;
   try {
-    if (!navigator.mediaDevices) throw null;  // (an insecure page: explainMic says so)
+    if (!navigator.mediaDevices) throw new Error("insecure");  // (explainMic says why)
     state.stream = await navigator.mediaDevices.getUserMedia({
       // browser DSP (noise suppression, AGC) distorts speech more than Whisper minds noise
       audio: { channelCount: 1, echoCancellation: false, noiseSuppression: false, autoGainControl: false } });
   } catch (e) {
-    say(explainMic(e)); setStatus("no microphone", "error");
+    say(explainMic(navigator.mediaDevices ? e : null)); setStatus("no microphone", "error");
     $("start").disabled = false; lockChoices(false); return;
   }
   state.ctx = new AudioContext();
