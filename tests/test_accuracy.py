@@ -205,15 +205,27 @@ def test_a_window_that_loops_at_every_temperature_keeps_the_beam_s_words(live_se
     beam decode and in every sampled retry. The session's loop guard keeps a loop's first
     turn, so which loop the engine returns decides the words: the likeliest sampled loop was
     "And so am I fellow Americans" in two runs of four (jfk replayed at +0.2 s then scored
-    up to 31.8 % WER, and failed CI). The beam's reading, every time."""
+    up to 31.8 % WER, and failed CI). The beam's reading, every time every candidate loops.
+    A sampled retry that does not loop is taken, as Whisper's fallback means it to be: CI
+    drew one once, at stop 59 ("And so am I fell"); the loops must still be one reading."""
+    from whisperwire.server.agreement import unit_key
+    from whisperwire.server.rereads import loop_start
+    from whisperwire.server.text import split_units
+
+    def loops(text: str) -> bool:
+        keys = [unit_key(u) for u in split_units(text)]
+        return loop_start([], keys) < len(keys)
+
     engine = live_server.app.state.engine
     audio = np.concatenate([np.zeros(2240, np.float32), load16k("jfk.wav")[:37600]])
     fallbacks = engine.stats.fallbacks
-    texts = {engine.decode_batch([DecodeRequest(i, audio, 0.0, careful=True, final=True)])[0].text
-             for i in range(4)}
+    texts = [engine.decode_batch([DecodeRequest(i, audio, 0.0, careful=True, final=True)])[0].text
+             for i in range(4)]
     assert engine.stats.fallbacks == fallbacks + 4  # it did loop, and was retried each time
-    assert len(texts) == 1, texts
-    assert normalize(texts.pop())[:5] == ["and", "so", "my", "fellow", "americans"]
+    looped = [t for t in texts if loops(t)]
+    assert len(looped) >= 2, texts  # (an escape is a rare draw: four decodes hold two loops)
+    assert len(set(looped)) == 1, texts
+    assert normalize(looped[0])[:5] == ["and", "so", "my", "fellow", "americans"]
 
 
 @pytest.mark.timeout(120)
