@@ -18,22 +18,29 @@ from whisperwire.server.wer import normalize
 pytestmark = pytest.mark.e2e
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
-def test_a_stop_signal_finalises_open_sessions(tmp_path, sig):
+def serve(*flags: str, **popen) -> tuple[subprocess.Popen, int]:  # type: ignore[type-arg]
+    """``whisperwire serve`` on a free port with ``flags``, once it says it is ready."""
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen([sys.executable, "-m", "whisperwire.server", "serve", "--port",
-                             str(port), "--log-level", "info", "--token", "s3cret"], stderr=subprocess.PIPE, text=True)
+                             str(port), *flags], stderr=subprocess.PIPE, text=True, **popen)
+    for _ in range(600):
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    return proc, port
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
+def test_a_stop_signal_finalises_open_sessions(tmp_path, sig):
+    proc, port = serve("--log-level", "info", "--token", "s3cret")
     try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
         audio = load16k("LJ001-0001.wav")
         pcm = (audio * 32767).astype("<i2").tobytes()
 
@@ -71,22 +78,9 @@ def test_ctrl_c_in_the_terminal_reaches_the_worker_processes_too():
     (``--devices``) included: they leave the shutdown to the server, which drains through
     them, and nothing prints a traceback."""
     import os
-    import socket
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "whisperwire.server", "serve", "--port",
-                             str(port), "--devices", "cpu,cpu", "--cpu-threads", "1"],
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc, _ = serve("--devices", "cpu,cpu", "--cpu-threads", "1", start_new_session=True)
     try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
         os.killpg(proc.pid, signal.SIGINT)  # as the terminal does
         assert proc.wait(60) == 0
     finally:
