@@ -46,6 +46,13 @@ def heard_past(req: DecodeRequest, committed_end: float) -> np.ndarray:
     return req.audio[max(0, int(round((committed_end - req.offset) * MODEL_RATE))):]
 
 
+def _after_final_text(u: Run, task: str) -> bool:
+    """Whether an utterance of its own may be judged by the words after final text in its run
+    (not the first thing said, which ``all_doubt`` hears for a voice, nor a translation, whose
+    words' chances were never measured)."""
+    return task != "translate" and bool(u.buffer.committed)
+
+
 def end_mark(u: Run, win_end: float) -> EndMark | None:
     """The utterance end the VAD called where a window ends, if it ends at one."""
     return u.ends.get(int(round(win_end * MODEL_RATE)))
@@ -182,7 +189,7 @@ class Judge:
         new = [w for w in words_from(words, committed_end) if spoken(w)]
         if committed_end > began:  # the utterance has final words
             return len(new) == 1 and new[0].probability < p
-        if task == "translate" or not u.buffer.committed:
+        if not _after_final_text(u, task):
             return False
         if len(new) > 1 and squeezed(new[-1]):  # Whisper ends its stock phrase: "Thank" "you."
             new = new[:-1]
@@ -203,8 +210,7 @@ class Judge:
         would go (unmeasured: ../shared has none)."""
         o = self.opt
         mark = end_mark(u, win_end)
-        if not o.unvoiced_doubt_probability or mark is None or task == "translate" \
-                or not u.buffer.committed:
+        if not o.unvoiced_doubt_probability or mark is None or not _after_final_text(u, task):
             return False
         at = int(round(win_end * MODEL_RATE))
         open_ = [m for e, m in u.ends.items() if e <= at]
