@@ -238,6 +238,16 @@ class Judge:
         spoken_to = (end if mark is None else mark.spoken_to) / MODEL_RATE
         return spoken_to - heard[-1].end >= self.opt.tail_check_ms / 1000
 
+    def doubted_read_on(self, new: list[Word]) -> bool:
+        """A read-on (``tail_check_ms``) hears the speech after the words its end decode stopped
+        at only unsurely: every word it says there under ``doubted_read_on_probability``.
+        Forced past those words, Whisper goes on from them whatever they are, and when it
+        stopped where it misheard ("for old" for "for at Old Dominion"), what comes after is a
+        guess ("minion?", p 0.15)."""
+        p = self.opt.doubted_read_on_probability
+        heard = [w for w in new if spoken(w)]
+        return bool(p and heard) and all(w.probability < p for w in heard)
+
     def degenerate(self, r: DecodeResult) -> bool:
         """A greedy decode whose text compresses this well failed by faster-whisper's own rule
         (which then decodes again with sampling); the loop guard cuts what it can, but the

@@ -452,6 +452,10 @@ class StreamSession:
         if u.asking.jumped and req.careful:  # asked again after a jump: what it leaves out
             words = self.judge.with_jumped_over(u, words)
         u.asking = Asking()
+        if kind == Kind.END and u.read_on is not None:  # asked without forced words after it
+            read_on, u.read_on = u.read_on, None
+            if not any(spoken(w) for w in words):
+                words = read_on
         if kind == Kind.END and (self.judge.all_doubt(u, words, win_end, result.no_speech_prob)
                                  or self.judge.unvoiced_doubt(u, words, win_end, req.task)):
             words = []  # (not even its punctuation: no final of "...")
@@ -491,6 +495,10 @@ class StreamSession:
         if self.judge.lone_doubt(u, tail + new, win_end, req.task) \
                 or self.judge.unvoiced_doubt(u, tail + new, win_end, req.task):
             tail, new = [], []
+        elif self.judge.doubted_read_on(new) and u.asking.unforced():
+            u.read_on = tail + new  # (they stand if the window is heard as nothing now)
+            u.decoded_to = u.window_start
+            return
         self._commit(u, Kind.END, result, tail + new, req.duration, win_end, unsure,
                      busy_step=False)  # (an end decode is careful, never a busy step)
 

@@ -101,6 +101,14 @@ class Asking:
         self.jumped = self.jumped or jumped
         return True
 
+    def unforced(self) -> bool:
+        """Ask again as the last of ``ATTEMPTS`` (no prompt, no forced words, only the audio
+        not yet final), if not asked so already."""
+        if self.retries >= len(ATTEMPTS) - 1:
+            return False
+        self.retries = len(ATTEMPTS) - 1
+        return True
+
     def whole_at(self, at: int) -> bool:
         """The window ending at sample ``at`` is asked on the whole input."""
         return self.whole is not None and self.whole.at == at
@@ -143,6 +151,9 @@ class Run:
         # an end decode's words, held while the window is read again past them (tail_check_ms)
         self.tail: list[Word] | None = None
         self.tail_for = -1  # ... and the utterance end they were held for (once per end)
+        # a read-on's words (held and heard after them) while the window is asked again without
+        # forced words (``doubted_read_on_probability``): they stand if that asking hears no word
+        self.read_on: list[Word] | None = None
         self.pause: int | None = None  # a pause the VAD has not yet called an end or not
         self.pause_ends: dict[int, int] = {}  # a pause the hangover confirmed -> its end
         self.early: Early | None = None  # the end decode asked at ``pause``

@@ -1753,6 +1753,75 @@ def test_an_end_decode_that_stops_before_the_speech_does_reads_on(flat, word_s):
     assert len(" ".join(x.text for x in got).split()) < len(truth)  # the defect, with it off
 
 
+class MishearsWhenForcedDecoder(ScriptedDecoder):
+    """As :class:`ScriptedDecoder`, but an end decode forced past final words hears its last two
+    words as one and stops there, before the speech does; read on from there (those words
+    forced too), it hears the rest only unsurely. Asked without forced words, it hears the
+    window right. tiny.en on en-01's last window flat out over the WebSocket: "... What did you
+    go to school for old" forced past "... what I call home.", read on "minion?" (p 0.15) for
+    "for at Old Dominion?"; without the forced words, "What did you go to school for, Old
+    Dominion?"."""
+
+    def __init__(self, truth, hears_nothing_unforced: bool = False):
+        super().__init__(truth)
+        self.hears_nothing_unforced = hears_nothing_unforced
+        self.read_on = 0
+        self.unforced: list[DecodeRequest] = []  # end decodes without forced words after one
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        good = super().__call__(req)
+        forced = req.prefix.split()
+        if not req.final or not good.words:
+            return good
+        if not forced:
+            if self.read_on:
+                self.unforced.append(req)
+                if self.hears_nothing_unforced:
+                    return DecodeResult((), "", 0.01, -0.2, 1.2)
+            return good
+        if forced[-1].endswith("+"):  # reading on past the misheard word
+            self.read_on += 1
+            w = good.words[-1]
+            words = (Word(w.word + "?", w.start, w.end, 0.15),)
+        elif len(good.words) >= 2:
+            a = good.words[-2]
+            words = good.words[:-2] + (Word(a.word + "+", a.start, a.end, 0.58),)
+        else:
+            return good
+        return DecodeResult(words, "".join(w.word for w in words), 0.01, -0.2, 1.2)
+
+
+def forced_end_decodes(flat: bool):
+    """Speech whose end decodes are forced past final words, hung up right after the last word:
+    in real time, utterances with pauses shorter than ``join_gap_ms``; flat out (a backlog
+    decoded as one window), one longer than ``max_window_ms``."""
+    audio, truth = make_stream(40) if flat else make_stream(20, pause_every=5, pause_s=1.5)
+    return audio[: int((truth[-1][2] + 0.05) * SR)], truth
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_a_read_on_that_doubts_what_it_hears_asks_the_window_without_forced_words(flat):
+    audio, truth = forced_end_decodes(flat)
+    dec = MishearsWhenForcedDecoder(truth)
+    f = finals(hang_up(StreamSession(StreamOptions(), energy_vad()), dec, audio, flat))
+    assert dec.read_on and dec.unforced, "no end decode was asked without forced words"
+    assert " ".join(x.text for x in f).split() == [w[0] for w in truth]
+    assert f[-1].eou
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_a_window_asked_without_forced_words_that_hears_nothing_keeps_the_read_on(flat):
+    # nothing the read-on heard is lost for an asking that hears less
+    audio, truth = forced_end_decodes(flat)
+    dec = MishearsWhenForcedDecoder(truth, hears_nothing_unforced=True)
+    f = finals(hang_up(StreamSession(StreamOptions(), energy_vad()), dec, audio, flat))
+    assert dec.unforced
+    said = " ".join(x.text for x in f).split()
+    n = len(truth)
+    assert said[-2:] == [f"w{n - 2}+", f"w{n - 1}?"]
+    assert [w.rstrip("+?") for w in said] == [w[0] for w in truth]
+
+
 def test_an_end_decode_that_reaches_the_speech_end_is_not_read_again():
     audio, truth = make_stream(20, pause_every=5, pause_s=3.0)
     s = StreamSession(StreamOptions(), energy_vad())
