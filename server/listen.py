@@ -167,6 +167,11 @@ class ListenConnection:
             reason = await self._read()
             while reason == "disconnected" and await self._came_back():
                 reason = await self._read()
+        except asyncio.CancelledError:
+            # nobody waits for the rest (a file's client hung up; a shutdown past its grace):
+            # the decoder is not kept busy with it, as it was for minutes of a long file
+            pump.cancel()
+            raise
         finally:
             try:
                 await self._finish(reason, pump, ticker)

@@ -150,6 +150,47 @@ def test_prerecorded_file(live_server):
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("api", ["deepgram", "openai"])
+def test_a_file_whose_client_hangs_up_stops_being_decoded(live_server, api):
+    """A long file POSTed by a client that gave up (its timeout) went on decoding for minutes,
+    holding a session and the decoder, and a shutdown waited for it."""
+    names = sorted(p.name for p in SPEECH.glob("LJ*.wav"))
+    audio = np.concatenate([load16k(n) for n in names * 2])  # about 7 minutes
+    pcm = s16(audio)
+    with LiveServer(engine=live_server.app.state.engine) as srv:
+        def sessions() -> float:
+            text = httpx.get(srv.http + "/metrics").text
+            return float(next(ln.split()[1] for ln in text.splitlines()
+                              if ln.startswith("whisperwire_sessions ")))
+
+        with pytest.raises(httpx.TimeoutException):
+            if api == "deepgram":
+                httpx.post(f"{srv.http}/deepgram/v1/listen?encoding=linear16&sample_rate=16000",
+                           content=pcm, timeout=3)
+            else:
+                httpx.post(f"{srv.http}/v1/audio/transcriptions", timeout=3,
+                           files={"file": ("long.wav", wav_bytes(audio), "audio/wav")},
+                           data={"model": "whisper-1"})
+        deadline = time.monotonic() + 15
+        while sessions() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert sessions() == 0, "the file is still being decoded"
+
+
+def wav_bytes(audio: np.ndarray) -> bytes:
+    import io
+    import wave
+
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+        w.writeframes(s16(audio))
+    return buf.getvalue()
+
+
 def test_bad_parameters_and_files_get_deepgram_errors(live_server):
     dg = client(live_server)
     for kwargs in ({"encoding": "opus"}, {"diarize": "true"}, {"channels": "2"},

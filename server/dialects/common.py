@@ -10,10 +10,11 @@ limit, uses the one engine, and gets the careful windows a backlog of speech get
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import itertools
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -29,8 +30,8 @@ from ..text import finals_text
 if TYPE_CHECKING:
     from ..app import WhisperWire
 
-__all__ = ["G711", "FileResult", "check_speaker", "decode_file", "g711_to_float", "load_media",
-           "off_loop", "read_media", "speaker_token"]
+__all__ = ["G711", "ClientGone", "FileResult", "check_speaker", "decode_file", "g711_to_float",
+           "load_media", "off_loop", "read_media", "speaker_token", "while_awaited"]
 
 T = TypeVar("T")
 
@@ -177,6 +178,35 @@ class _FileSocket:
 
     async def close(self, code: int = 1000, reason: str | None = None) -> None:
         pass
+
+
+class ClientGone(Exception):
+    """The client of a file request hung up before its answer was ready."""
+
+
+async def while_awaited(receive: Callable[[], Awaitable[dict[str, Any]]],
+                        work: Awaitable[T]) -> T:
+    """``work`` (a file's decode: minutes for a long one) while its HTTP client still waits
+    for the answer. A client that hangs up (``http.disconnect`` from the ASGI ``receive``,
+    once the body is read) cancels it: a 37-minute file POSTed with a 20 s client timeout went
+    on decoding for minutes, holding a session and the decoder, and a shutdown waited 90 s for
+    it. Raises :class:`ClientGone` then. (``stream=true`` answers as it goes: not for it.)"""
+
+    async def hung_up() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    job, gone = asyncio.ensure_future(work), asyncio.ensure_future(hung_up())
+    try:
+        await asyncio.wait({job, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if job.done():
+        return job.result()
+    job.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await job
+    raise ClientGone
 
 
 async def decode_file(server: WhisperWire, token: str | None, audio: np.ndarray, *,

@@ -18,8 +18,8 @@ from .. import wire
 from ..audio import Resampler
 from ..errors import ClientError
 from ..text import join_texts, join_units
-from .common import (FileResult, check_speaker, decode_file, g711_to_float, load_media,
-                     off_loop, speaker_token)
+from .common import (ClientGone, FileResult, check_speaker, decode_file, g711_to_float,
+                     load_media, off_loop, speaker_token, while_awaited)
 from .deepgram import MAX_FILE_BYTES, alternative, error_body, iso_time, model_info, model_uuid
 from .deepgram_params import DeepgramOptions, parse_options
 
@@ -54,10 +54,11 @@ async def listen_file(server: WhisperWire, request: Request) -> Response:
         audio = (await off_loop(_raw_audio, data, opts, server.config.max_session_s)
                  if "encoding" in q else await load_media(data, server.config.max_session_s))
         created = datetime.datetime.now(datetime.timezone.utc)
-        res = await decode_file(server, token, audio,
-                                language=opts.params.language, prompt=opts.params.prompt,
-                                zh_script=opts.params.zh_script,
-                                api="deepgram-file")
+        res = await while_awaited(request.receive, decode_file(
+            server, token, audio, language=opts.params.language, prompt=opts.params.prompt,
+            zh_script=opts.params.zh_script, api="deepgram-file"))
+    except ClientGone:
+        return Response(status_code=499)  # (nobody reads it)
     except ClientError as exc:
         server.metrics.errors.labels(exc.code).inc()
         status, body = error_body(exc, rid)

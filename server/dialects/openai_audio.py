@@ -22,7 +22,8 @@ from starlette.types import Message
 from .. import subtitles, wire
 from ..errors import ClientError
 from ..text import append_piece, glued
-from .common import FileResult, check_speaker, decode_file, load_media, speaker_token
+from .common import (ClientGone, FileResult, check_speaker, decode_file, load_media,
+                     speaker_token, while_awaited)
 
 if TYPE_CHECKING:
     from ..app import WhisperWire
@@ -149,8 +150,10 @@ async def transcribe(server: WhisperWire, request: Request, task: str) -> Respon
         audio = await load_media(data, server.config.max_session_s)
         if _streams(fields, task, fmt):
             return await _stream(server, token, audio, lang, prompt)
-        res = await decode_file(server, token, audio, language=lang, task=task, prompt=prompt,
-                                api="openai-file")
+        res = await while_awaited(request.receive, decode_file(
+            server, token, audio, language=lang, task=task, prompt=prompt, api="openai-file"))
+    except ClientGone:
+        return Response(status_code=499)  # (nobody reads it)
     except ClientError as exc:
         server.metrics.errors.labels(exc.code).inc()
         param = "file" if exc.code in ("bad_file", "file_too_large", "missing_file") else None
