@@ -89,10 +89,15 @@ async def follow_channel(url: str, session: str, on_message: Callable[[wire.Mess
     import websockets
 
     waits_s = RETRIES_S if waits_s is None else waits_s
-    seen = -1
+    seen, life = -1, None
 
     def fresh(m: wire.Message) -> None:
-        nonlocal seen
+        nonlocal seen, life
+        if isinstance(m, wire.Channel):  # another life of the id numbers its finals from 0
+            if life is not None and m.instance != life:
+                seen = -1
+            life = m.instance
+            return
         if isinstance(m, wire.Final):
             if m.segment <= seen:
                 return
@@ -178,7 +183,7 @@ def main(args: Any) -> int:
         finals = [m for m in msgs if isinstance(m, wire.Final)]
         errors = [m for m in msgs if isinstance(m, wire.Error)]
         if args.output:  # (what came before a loss too)
-            held = write_output(args.output, finals)
+            held = write_output(args.output, finals, args.session)
             print(f"-- saved {held} to {args.output}", file=sys.stderr)
         if lost is not None:
             print(f"whisperwire: {lost}", file=sys.stderr)

@@ -146,13 +146,20 @@ class CaptionPrinter:
         width = width or (shutil.get_terminal_size().columns if tty else 80)
         self.flow = Flow(width, tty=tty, one_per_line=one_per_line)
         self.show_level = show_level and tty
+        self.session: str | None = None  # the speaker's session, once the server took it
 
     def set_level(self, rms: float) -> None:
         if self.show_level:
             self._write(self.flow.level(rms))
 
     def __call__(self, m: wire.Message) -> None:
-        if isinstance(m, wire.Partial):
+        if isinstance(m, wire.Ready) and m.session != self.session:
+            # (once: a stream that comes back after a drop is the same session)
+            self.session = m.session
+            token = f" --token {m.view_token}" if m.view_token else ""
+            print(f"whisperwire: session {m.session} (viewers: whisperwire captions "
+                  f"{m.session}{token})", file=sys.stderr)
+        elif isinstance(m, wire.Partial):
             self._write(self.flow.partial(m.text))
         elif isinstance(m, wire.Final):
             self._write(self.flow.final(m.text, m.start, m.end, glued(m.words)))

@@ -179,7 +179,7 @@ def plural(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def write_output(path: str, finals: list[wire.Final]) -> str:
+def write_output(path: str, finals: list[wire.Final], session: str = "") -> str:
     """Save finals as .srt, .vtt, .json or .txt, by the file's extension (checked beforehand
     with :func:`~.connect.check_output`). Returns what the file holds ("4 cues", "2 lines"):
     the finals are regrouped into cues or utterance lines, so their count would not say it.
@@ -191,7 +191,7 @@ def write_output(path: str, finals: list[wire.Final]) -> str:
         text = subtitles.to_srt(finals) if ext == "srt" else subtitles.to_vtt(finals)
         held = plural(len(subtitles.cues(finals)), "cue")
     elif ext == "json":
-        text = subtitles.to_json("", finals, False)
+        text = subtitles.to_json(session, finals, False)
         held = plural(len(finals), "final")
     else:
         text = subtitles.to_txt(finals)
@@ -264,7 +264,7 @@ def finish(res: StreamResult, url: str, output: str | None) -> int:
               file=sys.stderr)
         status = 1
     if output and res.of_type(wire.Ready):  # a refused session leaves an old file alone
-        held = write_output(output, res.finals)
+        held = write_output(output, res.finals, res.of_type(wire.Ready)[0].session)
         print(f"-- saved {held} to {output}", file=sys.stderr)
     return status
 

@@ -370,7 +370,8 @@ class ClusterHub(Hub):
             if snap is None:
                 raise ClientError("unknown_session", f"no session {session!r}")
             t = Transcript(session, finals=[wire.decode(f) for f in snap["finals"]],
-                           live=snap["live"], turns=list(snap.get("turns", ())))
+                           live=snap["live"], turns=list(snap.get("turns", ())),
+                           instance=snap.get("instance", ""))
             if not t.live:
                 _speaker_ended(t)
             t.partial = wire.decode(snap["partial"]) if snap["partial"] else None

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from .errors import ClientError
 from .subtitles import at_turns
 from .text import finals_text
-from .wire import Closed, Final, Language, Message, Partial, Status, UtteranceEnd
+from .wire import Channel, Closed, Final, Language, Message, Partial, Status, UtteranceEnd
 
 __all__ = ["Hub", "Outbox", "Transcript", "new_session_id", "on_channel_clock"]
 
@@ -241,6 +241,7 @@ class Hub:
             raise ClientError("too_many_viewers",
                               f"session {t.session!r} has {self.max_viewers} viewers")
         v = Outbox(max_pending=max(512, 2 * len(t.finals) + 64), follow=True)
+        v.put(Channel(t.session, t.instance))  # (which life of the id its finals count in)
         # each speaker's last final closes its utterance, as downloads have it: a viewer
         # here when it ended got its ``closed``, and a late one would see the next speaker's
         # words run on in the same line

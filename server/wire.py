@@ -23,6 +23,7 @@ __all__ = [
     "MAX_SAMPLE_RATE",
     "MIN_SAMPLE_RATE",
     "TASKS",
+    "Channel",
     "Close",
     "Closed",
     "Error",
@@ -208,11 +209,24 @@ class Closed(_Message):
     audio_seconds: float
 
 
+@dataclass(frozen=True)
+class Channel(_Message):
+    """First message to a viewer: the channel it follows, and which life of that id
+    (``instance``). A restarted server's channel, or one opened again after it expired, begins
+    anew with its finals numbered from 0: a viewer that was counting another life's finals
+    (to skip the ones the server replays when it comes back) starts its count over, or it
+    would take the new life's first finals for replays and never show them."""
+
+    type: ClassVar[str] = "channel"
+    session: str
+    instance: str
+
+
 Message = (Finalize | Close | Ready | Partial | Final | UtteranceEnd | Error | Status | Language
-           | Closed)
+           | Closed | Channel)
 _BY_TYPE: dict[str, type] = {
     c.type: c for c in (Finalize, Close, Ready, Partial, Final, UtteranceEnd, Error, Status,
-                        Language, Closed)
+                        Language, Closed, Channel)
 }
 CLIENT_MESSAGES = ("finalize", "close")
 

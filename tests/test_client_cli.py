@@ -114,6 +114,22 @@ def test_stream_refuses_a_bad_output_before_streaming(live_server, tmp_path):
     assert not (tmp_path / "x.docx").exists()
 
 
+def test_stream_says_its_session_and_saves_it_with_the_finals(live_server, tmp_path):
+    """Viewers need the speaker's session id (``captions ID``, ``/?view=ID``, the overlay):
+    ``stream`` and ``mic`` said it nowhere, and their .json had ``"session": ""``."""
+    out = tmp_path / "said.json"
+    r = cli("stream", JFK, "--url", live_server.url, "--speed", "0", "--output", str(out))
+    assert r.returncode == 0, r.stderr
+    saved = json.loads(out.read_text())
+    assert saved["session"] and saved["finals"]
+    assert f"session {saved['session']} (viewers: whisperwire captions {saved['session']})" \
+        in r.stderr
+    r = cli("stream", JFK, "--url", live_server.url, "--speed", "0", "--session", "named-cli",
+            "--output", str(out))
+    assert json.loads(out.read_text())["session"] == "named-cli"
+    assert r.stderr.count("session named-cli") == 1
+
+
 def test_stream_refuses_an_http_url_and_a_foreign_one(live_server):
     said_plainly(cli("stream", JFK, "--url", live_server.http, "--speed", "0"),
                  f"--url {live_server.url}")
@@ -310,6 +326,59 @@ def test_captions_follows_a_channel_across_speaker_restarts(live_server):
     results, seen = asyncio.run(go())
     texts = " ".join(m.text for m in seen if isinstance(m, wire.Final))
     assert texts.split() == (results[0].text + " " + results[1].text).split()
+
+
+def test_captions_shows_a_restarted_server_s_channel_from_its_first_final(live_server):
+    """The server behind a viewer is killed and started again; a speaker comes back to the new
+    one under the same id. The new channel numbers its finals from 0, and they reached the
+    viewer first as the replay it gets on joining: taken for replays of the old life (whose
+    count was higher), none was shown."""
+    from tcp_proxy import CuttableProxy
+
+    engine = live_server.app.state.engine
+    speakers = [load16k(JFK), load16k(str(SPEECH / "LJ001-0002.wav")),
+                load16k(str(SPEECH / "LJ001-0003.wav"))]
+
+    async def speak(url: str, audio: np.ndarray) -> str:
+        p = wire.ListenParams(session="lives-cli")
+        return (await stream_chunks(url, paced(s16(audio), p, 0), p)).text
+
+    def finals() -> list[wire.Final]:
+        return [m for m in seen if isinstance(m, wire.Final)]
+
+    async def until(done) -> None:  # type: ignore[no-untyped-def]
+        for _ in range(300):
+            if done():
+                return
+            await asyncio.sleep(0.1)
+
+    with LiveServer(engine=engine) as old, LiveServer(engine=engine) as restarted:
+        proxy = CuttableProxy(old.port)
+        seen: list[wire.Message] = []
+
+        async def go() -> list[str]:
+            stop = asyncio.Event()
+            viewer = asyncio.create_task(captions.follow_channel(
+                proxy.url, "lives-cli", seen.append, stop=stop, waits_s=(0.2,) * 20))
+            said = [await speak(old.url, a) for a in speakers[:2]]  # two speakers: one channel
+            await until(lambda: sum(isinstance(m, wire.Closed) for m in seen) >= 2)
+            proxy.cut()
+            proxy.mend(restarted.port)
+            said.append(await speak(restarted.url, speakers[2]))
+            await until(lambda: len(" ".join(f.text for f in finals()).split())
+                        >= len(" ".join(said).split()))
+            stop.set()
+            await asyncio.wait_for(viewer, 30)  # (the proxy answers the close late)
+            return said
+
+        try:
+            said = asyncio.run(go())
+        finally:
+            proxy.close()
+    old_life = [f.segment for f in finals() if f.segment > 0]
+    assert old_life, "the old life's count passed 0"
+    assert " ".join(f.text for f in finals()).split() == " ".join(said).split()
+    assert finals()[-1].segment == 0  # (the new life's own first final)
 
 
 def test_captions_follows_until_ctrl_c_and_then_saves(live_server, tmp_path):

@@ -40,6 +40,10 @@ def error(code: str) -> str:
 CLOSED = json.dumps({"type": "closed", "reason": "client_close", "audio_seconds": 1.0})
 
 
+def channel(instance: str, session: str = "s") -> str:
+    return json.dumps({"type": "channel", "session": session, "instance": instance})
+
+
 class Scripted:
     """The server side of each viewer connection, in order: ``scripts[i]`` is a list of text
     messages for connection i, then ("close", code) to close it, else it stays open."""
@@ -121,6 +125,46 @@ def test_overlay_starts_over_when_the_numbering_does(browser):
     wait_for(lambda: len(server.routes) == 2, 10, "a reconnect", page=page)
     server.send(final(0, "new."))
     wait_for(lambda: text().endswith("new."), 5, "the new speaker's first final", page=page)
+    page.close()
+
+
+@pytest.mark.parametrize("path, shown", [
+    ("/overlay?session=s&fade=0&lines=5&width=200", "[data-testid=overlay]"),
+    ("/?view=s", "[data-testid=finals]"),
+])
+def test_a_new_life_of_the_channel_is_shown_from_its_first_final(browser, path, shown):
+    """A server killed and started again: the channel's new life numbers its finals from 0, and
+    the first thing a viewer gets is their replay (no partial first to tell). Before, the
+    viewer page, the overlay and ``whisperwire captions`` took them for replays of the old
+    life and showed nothing until the count passed the old one."""
+    page, server = open_page(browser, path, [
+        [channel("a"), final(0, "one."), final(1, "two."), final(2, "three.")],
+    ])
+    text = lambda: " ".join(page.inner_text(shown).split())
+    wait_for(lambda: text() == "one. two. three.", 10, "the first life", page=page)
+    server.scripts.append([channel("b"), final(0, "four."), final(1, "five.")])
+    server.close(1006)
+    wait_for(lambda: len(server.routes) == 2, 10, "a reconnect", page=page)
+    wait_for(lambda: text() == "one. two. three. four. five.", 5, "the new life's finals",
+             page=page)
+    # and the same life's replay after a drop is still not shown twice
+    server.scripts.append([channel("b"), final(0, "four."), final(1, "five."), final(2, "six.")])
+    server.close(1006)
+    wait_for(lambda: len(server.routes) == 3, 10, "a reconnect", page=page)
+    wait_for(lambda: text() == "one. two. three. four. five. six.", 5, "one new final",
+             page=page)
+    page.close()
+
+
+def test_viewer_page_back_after_a_drop_stops_saying_it_is_reconnecting(browser):
+    page, server = open_page(browser, "/?view=s", [[channel("a"), final(0, "one.")]])
+    message = lambda: page.inner_text("[data-testid=message]")
+    wait_for(lambda: "one." in page.inner_text("[data-testid=finals]"), 10, "a final", page=page)
+    server.scripts.append([channel("a"), final(0, "one.")])
+    server.close(1006)
+    wait_for(lambda: len(server.routes) == 2, 10, "a reconnect", page=page)
+    wait_for(lambda: "reconnecting" not in message(), 5, "the drop's message gone", page=page)
+    assert page.inner_text("[data-testid=status]") == "watching"
     page.close()
 
 

@@ -392,12 +392,15 @@ function watch(session) {
         say("The speaker stopped; captions continue here if they start again.");
         return;
       }
-      if (!state.joined || $("status").textContent !== "watching") {
+      // `channel` comes first on every connection the server takes (after a drop too): the
+      // page is in, and a "reconnecting" said meanwhile is over
+      if (m.type === "channel" || !state.joined || $("status").textContent !== "watching") {
         state.joined = true;
         setStatus("watching", "live");
         say("");
       }
-      showCaption(m);
+      if (m.type === "channel") state.segments.channel(m);
+      else showCaption(m);
     },
     onRefused: (err, code, attempt) => {
       // after a server restart the speaker's page brings the session back within seconds

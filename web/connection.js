@@ -76,12 +76,18 @@ export function follow(options) {
 
 /**
  * Which finals are new. After a reconnect the server replays a session's finals; segment
- * numbers only grow within a session (a channel continues them across speakers), so a final at
- * or below the last one shown is a replay. A partial at or below it means the numbering began
- * again (the server restarted, the channel expired and was reopened): start over from there.
+ * numbers only grow within a life of a channel (a channel continues them across speakers), so
+ * a final at or below the last one shown is a replay. A viewer's `channel` message names the
+ * life: another one (the server restarted, the channel expired and was reopened) numbers its
+ * finals from 0 again, so the count starts over. (A partial at or below the last final shown
+ * means the same, for a server that sends no `channel`.)
  */
 export class Segments {
-  constructor() { this.last = -1; }
+  constructor() { this.last = -1; this.instance = null; }
+  channel(m) {
+    if (this.instance !== null && m.instance !== this.instance) this.last = -1;
+    this.instance = m.instance;
+  }
   isNewFinal(m) {
     if (m.segment <= this.last) return false;
     this.last = m.segment;

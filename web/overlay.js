@@ -90,7 +90,9 @@ function fadeCheck() {
 setInterval(fadeCheck, 250);
 
 function onMessage(m) {
-  if (m.type === "final") {
+  if (m.type === "channel") {
+    segments.channel(m);
+  } else if (m.type === "final") {
     if (!segments.isNewFinal(m)) return;
     addFinal(m.text, glued(m)); partial = "";
     lastActivity = Date.now(); render();
