@@ -90,6 +90,12 @@ class EngineOptions:
     # would otherwise count the whole node
     cores: int = 0
     max_batch: int = 8
+    # a step (a partial) waits while careful decodes (finals) wait, but never longer than this:
+    # a session has one decode out at a time, so a step that never runs stops its stream
+    # altogether. Four clients sending flat out (careful decodes one after another) and one
+    # speaking in real time: two of the four and the speaker got no final in 40 s, and the
+    # speaker none of its last 9 s in two minutes (a newcomer's robustness try). 0: no limit.
+    step_wait_limit_s: float = 2.0
     # partial decodes are greedy: beam 5 gave 1.3 points less WER on the LJ stream but final
     # p50 1.00 s instead of 0.80 s and 0.61 instead of 0.39 CPU-s per audio-s (python -m bench
     # run --streams 1, --beam-size 5 vs 1); finals without agreement are decoded carefully
@@ -201,7 +207,8 @@ def _one_shape(r: DecodeRequest) -> object:
 
 
 def next_batch(waiting: list, max_batch: int,
-               key: Callable[[DecodeRequest], object] = _one_shape, idle: int = 1
+               key: Callable[[DecodeRequest], object] = _one_shape, idle: int = 1,
+               overdue: Callable[[DecodeRequest], bool] = lambda r: False
                ) -> tuple[list, list]:
     """Which waiting ``(request, future)`` pairs one free decode worker takes next, and the
     rest, in arrival order.
@@ -213,10 +220,11 @@ def next_batch(waiting: list, max_batch: int,
     CTranslate2 call; windows of other shapes would run one after another on this worker
     while another might be free). Where more workers are free than shapes wait, the spare
     ones share the first shape's windows: two half batches side by side finish sooner than
-    one whole.
+    one whole. A step ``overdue`` (it waited ``step_wait_limit_s``) goes before them all.
     """
     careful = [x for x in waiting if x[0].careful]
-    pool = careful or waiting
+    late = [x for x in waiting if not x[0].careful and overdue(x[0])]
+    pool = late or careful or waiting
     k = key(pool[0][0])
     alike = [x for x in pool if key(x[0]) == k]
     spare = idle - (len({key(x[0]) for x in pool}) - 1)
@@ -369,6 +377,12 @@ class Engine:
         running: set[asyncio.Task] = set()
         waiting: list[tuple[DecodeRequest, asyncio.Future]] = []
         keys: dict[int, object] = {}  # batch_key of each waiting request, computed once
+        since: dict[int, float] = {}  # when each waiting request came
+        limit = self.opt.step_wait_limit_s
+
+        def overdue(r: DecodeRequest) -> bool:
+            return bool(limit) and time.monotonic() - since[id(r)] >= limit
+
         try:
             while True:
                 if not waiting:
@@ -389,11 +403,13 @@ class Engine:
                     continue
                 keys = {id(r): keys[id(r)] if id(r) in keys else self.batch_key(r)
                         for r, _ in waiting}
+                now = time.monotonic()
+                since = {id(r): since.get(id(r), now) for r, _ in waiting}
                 batch, waiting = next_batch(waiting, self.opt.max_batch,
                                             lambda r: keys[id(r)],
-                                            idle=self.workers - len(running))
+                                            idle=self.workers - len(running), overdue=overdue)
                 for r, _ in batch:
-                    del keys[id(r)]
+                    del keys[id(r)], since[id(r)]
                 task = asyncio.create_task(self._run_batch(batch))
                 running.add(task)
                 task.add_done_callback(lambda t: (running.discard(t), free.release()))

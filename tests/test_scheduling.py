@@ -22,6 +22,19 @@ def test_careful_decodes_go_first_in_a_batch_of_their_own():
     assert [r.id for r, _ in batch] == [1, 3] and rest == []
 
 
+def test_a_step_that_waited_its_limit_goes_before_careful_decodes():
+    """Careful decodes first, but not for ever: clients sending flat out keep careful decodes
+    waiting all the time, and a real-time speaker's step (its one decode out) never ran."""
+    waiting = [req(1, True), req(2, False), req(3, True), req(4, False)]
+    batch, rest = next_batch(waiting, 8, overdue=lambda r: r.id == 4)
+    assert [r.id for r, _ in batch] == [4]
+    assert [r.id for r, _ in rest] == [1, 2, 3]
+    batch, _ = next_batch(waiting, 8, overdue=lambda r: r.id in (2, 4))
+    assert [r.id for r, _ in batch] == [2, 4]
+    batch, _ = next_batch(waiting, 8, overdue=lambda r: r.id == 1)  # (a careful one: no matter)
+    assert [r.id for r, _ in batch] == [1, 3]
+
+
 def test_a_batch_holds_at_most_max_batch_in_arrival_order():
     waiting = [req(i, True) for i in range(5)] + [req(9, False)]
     batch, rest = next_batch(waiting, 2)
