@@ -1762,9 +1762,10 @@ class MishearsWhenForcedDecoder(ScriptedDecoder):
     "for at Old Dominion?"; without the forced words, "What did you go to school for, Old
     Dominion?"."""
 
-    def __init__(self, truth, hears_nothing_unforced: bool = False):
+    def __init__(self, truth, hears_nothing_unforced: bool = False, squeezed: bool = False):
         super().__init__(truth)
         self.hears_nothing_unforced = hears_nothing_unforced
+        self.squeezed = squeezed  # the read-on's doubted word placed at no time
         self.read_on = 0
         self.unforced: list[DecodeRequest] = []  # end decodes without forced words after one
 
@@ -1782,7 +1783,7 @@ class MishearsWhenForcedDecoder(ScriptedDecoder):
         if forced[-1].endswith("+"):  # reading on past the misheard word
             self.read_on += 1
             w = good.words[-1]
-            words = (Word(w.word + "?", w.start, w.end, 0.15),)
+            words = (Word(w.word + "?", w.start, w.start if self.squeezed else w.end, 0.15),)
         elif len(good.words) >= 2:
             a = good.words[-2]
             words = good.words[:-2] + (Word(a.word + "+", a.start, a.end, 0.58),)
@@ -1807,6 +1808,14 @@ def test_a_read_on_that_doubts_what_it_hears_asks_the_window_without_forced_word
     assert dec.read_on and dec.unforced, "no end decode was asked without forced words"
     assert " ".join(x.text for x in f).split() == [w[0] for w in truth]
     assert f[-1].eou
+
+
+def test_a_read_on_whose_doubted_word_has_no_time_is_taken():
+    audio, truth = forced_end_decodes(False)
+    dec = MishearsWhenForcedDecoder(truth, squeezed=True)
+    f = finals(hang_up(StreamSession(StreamOptions(), energy_vad()), dec, audio, False))
+    assert dec.read_on and not dec.unforced
+    assert " ".join(x.text for x in f).split()[-2:] == ["w18+", "w19?"]
 
 
 @pytest.mark.parametrize("flat", [False, True])
