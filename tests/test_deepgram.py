@@ -222,6 +222,31 @@ def test_bad_parameters_and_files_get_deepgram_errors(live_server):
         m.channel.alternatives[0].transcript for m in rest if m.type == "Results")) <= 0.25
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("pace", [0.02, 0.0])
+def test_final_results_never_reach_back_over_each_other(live_server, pace):
+    """Audio sent faster than real time (a client catching up after a blip): the empty
+    ``speech_final`` Results after "And so my fellow Americans," reached to the audio received
+    so far (2.04-4.80 s), over "ask not" (3.64-4.50 s) that came after it; a voice agent reads
+    an end of turn over words still to come."""
+    pcm = s16(load16k("jfk.wav"))
+    finals = []
+    with ws_connect(f"{live_server.url}/deepgram/v1/listen?encoding=linear16&sample_rate=16000"
+                    "&endpointing=300&interim_results=true&punctuate=true") as ws:
+        for i in range(0, len(pcm), 3200):
+            ws.send(pcm[i : i + 3200])
+            time.sleep(pace)
+        ws.send(json.dumps({"type": "CloseStream"}))
+        for raw in ws:
+            m = json.loads(raw)
+            if m["type"] == "Results" and m["is_final"]:
+                finals.append((m["start"], m["start"] + m["duration"],
+                               m["channel"]["alternatives"][0]["transcript"]))
+    assert any(text for _, _, text in finals)
+    for (s0, e0, t0), (s1, e1, t1) in zip(finals, finals[1:]):
+        assert s1 >= e0 - 0.01, f"{t1!r} at {s1:.2f} starts before {t0!r} ends at {e0:.2f}"
+
+
 @pytest.mark.timeout(60)
 def test_a_wav_file_streamed_as_it_is(live_server):
     """Without ``encoding`` a stream may lead with a WAV header (LJ Speech is 22.05 kHz)."""

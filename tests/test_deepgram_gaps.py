@@ -64,3 +64,20 @@ def test_defaults_say_the_end_at_once_but_never_inside_speech():
     g.silence()
     g.ended()  # noise: no words, so no UtteranceEnd
     assert g.due(5.0) == (False, False)
+
+
+def test_speech_heard_before_the_last_words_came_ends_the_silence_there():
+    """Audio sent faster than real time: the VAD heard the next speech (3.5-4.4 s) before the
+    decoder gave the words before it; it still ends their silence. Those words' final cleared
+    it, and the silence ran on over that speech to the audio received (4.7 s)."""
+    g = Gaps(endpointing=0.3, utterance_end=None)
+    g.speech(0.3)
+    g.silence()
+    g.speech(3.5)  # the next speech, heard ahead of the decoder
+    g.silence()
+    g.words(0.35, 2.04)  # the first utterance's words, final now
+    g.ended()
+    assert g.starts == [3.5]
+    assert g.due(4.7) == (True, False)  # the 1.46 s pause before it was long enough
+    g.words(3.54, 4.4)  # and its words then start no new silence before them
+    assert g.starts == []

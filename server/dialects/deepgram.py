@@ -315,7 +315,10 @@ class DeepgramConnection(ListenConnection):
         out = []
         if final or from_finalize:
             at = self._gaps.last_word_end if self._gaps.quiet_from is None else self._gaps.quiet_from
-            t = max(at, self.session.audio_seconds)  # (Results tile the audio: from the words)
+            # (Results tile the audio: from the words, to the audio received or to the speech
+            # the VAD heard start after them: sent faster than real time, that speech's words
+            # come later, and an empty result over them would reach back over their final)
+            t = max(at, min([self.session.audio_seconds, *self._gaps.starts]))
             out.append(self._results(alternative([], "", self.opts.punctuate), at, t,
                                      is_final=True, speech_final=final,
                                      from_finalize=from_finalize))

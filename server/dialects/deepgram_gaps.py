@@ -32,10 +32,12 @@ class Gaps:
 
     def words(self, start: float, end: float) -> None:
         """A final with words: the silence before them is over (what it reached before them
-        was said when it did), and they are the utterance's latest."""
+        was said when it did), and they are the utterance's latest. The VAD starts before
+        their end were theirs; one after is speech still to be decoded (audio sent faster than
+        real time is heard ahead of the decoder), and the silence before it ends there."""
         if self.quiet_from is not None and start >= self.quiet_from:
             self.final_due = self.end_due = False
-        self.starts = []
+        self.starts = [t for t in self.starts if t > end]
         self.heard = self.spoke = True
         self.last_word_end = max(self.last_word_end, end)
 
