@@ -271,7 +271,9 @@ def finish(res: StreamResult, url: str, output: str | None) -> int:
 
 def summary(res: StreamResult, seconds: float) -> str:
     closed = res.of_type(wire.Closed)
-    audio = closed[-1].audio_seconds if closed else (res.sends[-1][1] if res.sends else 0.0)
+    # what this command sent (``closed`` counts on the channel's clock: a session continued
+    # under the same id counted its earlier speakers' audio too)
+    audio = res.sends[-1][1] if res.sends else (closed[-1].audio_seconds if closed else 0.0)
     head = f"-- {audio:.1f}s audio in {seconds:.1f}s"
     lat = res.final_delays()
     if not lat:

@@ -264,3 +264,15 @@ def test_overlay_lines_never_move_once_full_and_a_speaker_end_breaks_the_line(br
     assert page.eval_on_selector("[data-testid=overlay]", "e => e.style.color") == \
         "rgb(255, 255, 0)"
     page.close()
+
+
+def test_a_speaker_page_with_a_token_the_server_refused_says_so(browser):
+    """It said "The server needs a token" for a wrong or view-only one too."""
+    page, _ = open_page(browser, "/overlay?session=s", [])
+    said = lambda ctx: page.evaluate(  # noqa: E731
+        "(ctx) => import('/explain.js').then((m) => m.explainError({code: 'unauthorized'}, ctx))",
+        ctx)
+    assert "needs a token" in said({})
+    assert "did not accept this page's token" in said({"token": True})
+    assert "viewer link" in said({"viewer": True, "token": True})
+    page.close()

@@ -42,6 +42,7 @@ const BYTES_PER_S = 16000 * 2;
 function setStatus(text, cls) { const s = $("status"); s.textContent = text; s.className = `status ${cls}`; }
 function say(text) { $("message").textContent = text; }
 const context = () => ({ session: viewSession || state.session, viewer: Boolean(viewSession),
+                         token: Boolean(token),
                          language: $("language").selectedOptions[0]?.textContent });
 
 // Finals are appended, never rewritten: the finals region is the page's live region, and

@@ -1,5 +1,6 @@
 // The server's `error` codes and `closed` reasons (see the README) as sentences a person can act
-// on. ctx: { session, language (what the user picked, as shown), viewer (true on a viewer page) }.
+// on. ctx: { session, language (what the user picked, as shown), viewer (true on a viewer page),
+// token (true when the page was opened with one) }.
 
 export function explainError(err, ctx = {}) {
   const s = ctx.session ? `Session “${ctx.session}”` : "This session";
@@ -16,7 +17,10 @@ export function explainError(err, ctx = {}) {
     case "unauthorized":
       return ctx.viewer
         ? "This link needs a valid token. Ask the speaker for a new viewer link."
-        : "The server needs a token. Open this page with ?token=… as given by whoever runs it.";
+        : ctx.token
+          ? "The server did not accept this page's token: it is wrong, or it only lets you "
+            + "watch. Open this page with the speak token given by whoever runs it."
+          : "The server needs a token. Open this page with ?token=… as given by whoever runs it.";
     case "server_full":
       return "The server is full: every session is in use. Try again in a while.";
     case "not_ready":
