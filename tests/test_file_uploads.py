@@ -42,6 +42,44 @@ def test_a_file_longer_than_a_session_is_refused_and_a_shorter_one_read_whole():
     assert got.dtype == np.float32 and abs(len(got) - len(x)) < 160
 
 
+@pytest.mark.parametrize("says_length", [True, False])
+def test_a_small_compressed_file_of_long_audio_is_held_once(tmp_path, says_length):
+    """A 5 MB Ogg/Opus file of 4 h of silence took the server from 245 MB to 3 GB: its
+    samples were held as decoded pieces, then joined (twice the audio), and then cut into
+    frames for the session (three times). Now decoding holds them once, with a little room,
+    whether the container says its length (Ogg Vorbis) or not (raw MP3-like streams)."""
+    import subprocess
+    import tracemalloc
+
+    path = tmp_path / ("long.ogg" if says_length else "long.mp3")
+    if says_length:
+        subprocess.run(["sox", "-n", "-r", "16000", "-c", "1", str(path), "synth", "600",
+                        "sine", "300", "vol", "0.01"], check=True)
+    else:  # (PyAV writes an MP3 stream; its length is known only by decoding it)
+        import av
+
+        with av.open(str(path), "w", format="mp3") as out:
+            st = out.add_stream("mp3", rate=16000, layout="mono")
+            tone = (0.01 * np.sin(np.arange(16000 * 600) * 0.1)).astype(np.float32)
+            for i in range(0, len(tone), 16000):
+                f = av.AudioFrame.from_ndarray(tone[None, i : i + 16000], format="flt",
+                                               layout="mono")
+                f.sample_rate = 16000
+                for pkt in st.encode(f):
+                    out.mux(pkt)
+            for pkt in st.encode(None):
+                out.mux(pkt)
+    data = path.read_bytes()
+    tracemalloc.start()
+    try:
+        got = read_media(data, max_seconds=3600)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert abs(len(got) / 16000 - 600) < 1.0
+    assert peak < 1.6 * got.nbytes, f"peak {peak >> 20} MiB for {got.nbytes >> 20} MiB of audio"
+
+
 def chunked(total: int, chunk: int = 1 << 20):
     """An ASGI request whose multipart body never says its length; counts what was read."""
     head = (b"--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.wav\"\r\n"
