@@ -32,6 +32,7 @@ from .audio import MODEL_RATE
 from .decoding import DecodeRequest, DecodeResult
 from .judging import Judge, Verdict
 from .rereads import centre, spoken, words_from
+from .speech_spans import SpeechSpans
 from .stream_options import StreamOptions
 from .text import convert_words, is_unspaced, join_texts, script_for, split_words
 from .utterance import Asking, Attempt, Early, EndMark, Kind, Run, WholeAsk
@@ -89,6 +90,7 @@ class StreamSession:
         # utterances that ended by here wait for nothing more (``finish``, ``finalize``)
         self._settled = 0
         self._slow_until = 0  # steps are busy until samples_in reaches this (slow_hold_ms)
+        self._spans = SpeechSpans()  # where the VAD heard speech: final words' times stay in it
 
     # -- input ---------------------------------------------------------------------------
     def feed_audio(self, samples: np.ndarray) -> None:
@@ -115,6 +117,7 @@ class StreamSession:
     def _vad_events(self, events: list) -> None:
         for ev in events:
             if isinstance(ev, SpeechStart):
+                self._spans.start(ev.sample)
                 self._start_speech(ev.sample)
             elif isinstance(ev, SpeechAudio):
                 self._utts[-1].append(ev.samples)
@@ -126,6 +129,7 @@ class StreamSession:
                 self._utts[-1].pause = None
                 self._settle_early(self._utts[-1])
             elif isinstance(ev, SpeechEnd):
+                self._spans.end(ev.sample if ev.spoken_to is None else ev.spoken_to)
                 u = self._utts[-1]
                 u.ends[ev.sample] = EndMark(
                     ev.sample if ev.spoken_to is None else ev.spoken_to, u.speech_from)
@@ -692,6 +696,9 @@ class StreamSession:
     def _emit_final(self, words: list[Word], eou: bool) -> None:
         if not words:
             return
+        if self.opt.word_times_in_speech:
+            words = self._spans.clamp(words)
+            self._spans.forget_before(words[0].start - 1.0)
         text = join_words(words)
         self._events.append(
             Final(self.segment, text, words[0].start, words[-1].end, tuple(words), eou)

@@ -166,6 +166,10 @@ class StreamOptions:
     unvoiced_doubt_probability: float = 0.3
     # an utterance that starts this soon after the previous one ended continues its window
     join_gap_ms: int = 2000
+    # ... and a final word's start or end that Whisper's alignment put deep in the silence
+    # between two utterances moves to the speech beside it (:mod:`.speech_spans`): jfk flat out
+    # gave "ask" 2.26-3.88 s for 3.62-3.86 s, and Deepgram's ``utterances`` one utterance
+    word_times_in_speech: bool = True
     prompt_chars: int = 200
     # an utterance the VAD ended ends its sentence in later decodes' context (see _end_sentence)
     end_sentences: bool = True

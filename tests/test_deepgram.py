@@ -143,13 +143,18 @@ def test_prerecorded_file(live_server):
     # the file was a session too: its transcript is there under the request id
     tr = httpx.get(f"{live_server.http}/v1/sessions/{r.metadata.request_id}/transcript.txt")
     assert normalize(tr.text) == normalize(alt.transcript)
+    # jfk's pauses in a file are pauses: its words were spread over them (one utterance,
+    # "ask" from 2.26 s where it is said at 3.62 s)
+    jfk = dg.listen.v1.media.transcribe_file(request=(SPEECH / "jfk.wav").read_bytes(),
+                                             model="nova-3", utterances=True)
+    ask = next(w for w in jfk.results.channels[0].alternatives[0].words if w.word == "ask")
+    assert ask.start > 2.9 and len(jfk.results.utterances) >= 3
     # without punctuate, Deepgram's transcript is lower case and bare
     plain = dg.listen.v1.media.transcribe_file(request=buf.getvalue(), model="nova-3")
     t = plain.results.channels[0].alternatives[0].transcript
     assert t == " ".join(normalize(t)) and wer(ref, t) <= 0.25
 
 
-@pytest.mark.timeout(60)
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("api", ["deepgram", "openai"])
 def test_a_file_whose_client_hangs_up_stops_being_decoded(live_server, api):
@@ -191,6 +196,7 @@ def wav_bytes(audio: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
+@pytest.mark.timeout(60)
 def test_bad_parameters_and_files_get_deepgram_errors(live_server):
     dg = client(live_server)
     for kwargs in ({"encoding": "opus"}, {"diarize": "true"}, {"channels": "2"},

@@ -1,0 +1,52 @@
+"""Final words' times kept out of the silences between utterances, driven with numbers."""
+
+from __future__ import annotations
+
+from whisperwire.server.speech_spans import SpeechSpans
+from whisperwire.server.wire import Word
+
+SR = 16000
+
+
+def spans(*pairs: tuple[float, float | None]) -> SpeechSpans:
+    s = SpeechSpans()
+    for a, b in pairs:
+        s.start(int(a * SR))
+        if b is not None:
+            s.end(int(b * SR))
+    return s
+
+
+def w(text: str, a: float, b: float) -> Word:
+    return Word(" " + text, a, b, 0.9)
+
+
+def times(words: list[Word]) -> list[tuple[float, float]]:
+    return [(round(x.start, 2), round(x.end, 2)) for x in words]
+
+
+def test_words_spread_over_a_pause_move_to_the_speech_beside_it():
+    """jfk flat out: "Americans" 1.78-2.28 and "ask" 2.28-3.86 over the pause 2.13-3.06."""
+    s = spans((0.0, 2.13), (3.06, 4.32), (5.19, None))
+    got = s.clamp([w("fellow", 1.4, 1.78), w("Americans", 1.78, 2.28), w("ask", 2.28, 3.86),
+                   w("not", 3.86, 4.62), w("what", 4.62, 5.7)])
+    assert times(got) == [(1.4, 1.78), (1.78, 2.13), (3.06, 3.86), (3.86, 4.32), (5.19, 5.7)]
+    assert [x.word for x in got] == [" fellow", " Americans", " ask", " not", " what"]
+
+
+def test_edges_near_the_speech_and_words_inside_a_silence_stay():
+    s = spans((0.0, 2.0), (3.0, None))
+    # within the aligner's slack of either side: as they were
+    assert times(s.clamp([w("a", 1.5, 2.08), w("b", 2.93, 3.5)])) == [(1.5, 2.08), (2.93, 3.5)]
+    # a word wholly in the silence is not moved out of it (nor made from nothing)
+    assert times(s.clamp([w("c", 2.3, 2.6)])) == [(2.3, 2.6)]
+    # before the first utterance and in the open one: no silence known
+    assert times(spans((1.0, None)).clamp([w("d", 0.2, 1.5)])) == [(0.2, 1.5)]
+
+
+def test_spans_already_final_are_forgotten():
+    s = spans((0.0, 1.0), (2.0, 3.0), (4.0, None))
+    s.forget_before(2.5)
+    assert s.spans == [[2.0, 3.0], [4.0, None]]
+    s.forget_before(99.0)
+    assert s.spans == [[4.0, None]]  # (the open one stays)
