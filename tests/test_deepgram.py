@@ -11,7 +11,7 @@ import time
 import httpx
 import numpy as np
 import pytest
-from conftest import SPEECH, LiveServer, load16k, references, s16
+from conftest import SPEECH, LiveServer, load16k, references, s16, wav_bytes
 from deepgram import DeepgramClient
 from deepgram.core.api_error import ApiError
 from deepgram.environment import DeepgramClientEnvironment
@@ -122,17 +122,9 @@ def test_live_at_twice_real_time(live_server):
 def test_prerecorded_file(live_server):
     names = ["LJ001-0004.wav", "LJ001-0005.wav"]
     audio, ref = speech(names, gap_s=1.0)
-    import io
-    import wave
-
-    buf = io.BytesIO()
-    with wave.open(buf, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(16000)
-        w.writeframes(s16(audio))
+    data = wav_bytes(audio)
     dg = client(live_server)
-    r = dg.listen.v1.media.transcribe_file(request=buf.getvalue(), model="nova-3",
+    r = dg.listen.v1.media.transcribe_file(request=data, model="nova-3",
                                            punctuate=True, utterances=True, paragraphs=True)
     alt = r.results.channels[0].alternatives[0]
     assert wer(ref, alt.transcript) <= 0.25, alt.transcript
@@ -150,7 +142,7 @@ def test_prerecorded_file(live_server):
     ask = next(w for w in jfk.results.channels[0].alternatives[0].words if w.word == "ask")
     assert ask.start > 2.9 and len(jfk.results.utterances) >= 3
     # without punctuate, Deepgram's transcript is lower case and bare
-    plain = dg.listen.v1.media.transcribe_file(request=buf.getvalue(), model="nova-3")
+    plain = dg.listen.v1.media.transcribe_file(request=data, model="nova-3")
     t = plain.results.channels[0].alternatives[0].transcript
     assert t == " ".join(normalize(t)) and wer(ref, t) <= 0.25
 
@@ -181,19 +173,6 @@ def test_a_file_whose_client_hangs_up_stops_being_decoded(live_server, api):
         while sessions() and time.monotonic() < deadline:
             time.sleep(0.2)
         assert sessions() == 0, "the file is still being decoded"
-
-
-def wav_bytes(audio: np.ndarray) -> bytes:
-    import io
-    import wave
-
-    buf = io.BytesIO()
-    with wave.open(buf, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(16000)
-        w.writeframes(s16(audio))
-    return buf.getvalue()
 
 
 @pytest.mark.timeout(60)
