@@ -233,6 +233,27 @@ def next_batch(waiting: list, max_batch: int,
     return pick, [x for x in waiting if id(x) not in chosen]
 
 
+class Arrivals:
+    """When each request waiting for a decode came (``step_wait_limit_s``): stamped as it is
+    queued, so the time a step waits in the queue while every worker is busy counts too."""
+
+    def __init__(self, limit_s: float) -> None:
+        self.limit_s = limit_s
+        self._at: dict[int, float] = {}
+
+    def came(self, r: DecodeRequest) -> None:
+        self._at[id(r)] = time.monotonic()
+
+    def overdue(self, r: DecodeRequest) -> bool:
+        at = self._at.get(id(r))
+        return bool(self.limit_s) and at is not None and time.monotonic() - at >= self.limit_s
+
+    def gone(self, pairs: list) -> None:
+        """Requests taken (or given up): no longer waiting."""
+        for r, _ in pairs:
+            self._at.pop(id(r), None)
+
+
 class Engine:
     """Load with :meth:`load` (blocking, done before the server says it is ready), then
     :meth:`start` the scheduler inside the event loop and ``await decode(...)``."""
@@ -247,6 +268,7 @@ class Engine:
         self._wm: Any = None
         self._loops: dict[asyncio.AbstractEventLoop, tuple[asyncio.Queue, asyncio.Task]] = {}
         self.saturation = Saturation()  # each scheduler: a window it holds waits for a worker
+        self._arrivals = Arrivals(self.opt.step_wait_limit_s)
         self.workers = 1  # batches decoded at once (set by :meth:`load`)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="whisperwire-decode")
         self._stats_lock = threading.Lock()
@@ -367,6 +389,7 @@ class Engine:
         if entry is None:
             raise RuntimeError("Engine.start() was not called on this event loop")
         fut: asyncio.Future[DecodeResult] = asyncio.get_running_loop().create_future()
+        self._arrivals.came(request)
         await entry[0].put((request, fut))
         return await fut
 
@@ -377,11 +400,6 @@ class Engine:
         running: set[asyncio.Task] = set()
         waiting: list[tuple[DecodeRequest, asyncio.Future]] = []
         keys: dict[int, object] = {}  # batch_key of each waiting request, computed once
-        since: dict[int, float] = {}  # when each waiting request came
-        limit = self.opt.step_wait_limit_s
-
-        def overdue(r: DecodeRequest) -> bool:
-            return bool(limit) and time.monotonic() - since[id(r)] >= limit
 
         try:
             while True:
@@ -397,19 +415,20 @@ class Engine:
                     await free.acquire()
                 while not queue.empty():
                     waiting.append(queue.get_nowait())
+                self._arrivals.gone([x for x in waiting if x[1].cancelled()])
                 waiting = [(r, f) for r, f in waiting if not f.cancelled()]
                 if not waiting:
                     free.release()
                     continue
                 keys = {id(r): keys[id(r)] if id(r) in keys else self.batch_key(r)
                         for r, _ in waiting}
-                now = time.monotonic()
-                since = {id(r): since.get(id(r), now) for r, _ in waiting}
                 batch, waiting = next_batch(waiting, self.opt.max_batch,
                                             lambda r: keys[id(r)],
-                                            idle=self.workers - len(running), overdue=overdue)
+                                            idle=self.workers - len(running),
+                                            overdue=self._arrivals.overdue)
+                self._arrivals.gone(batch)
                 for r, _ in batch:
-                    del keys[id(r)], since[id(r)]
+                    del keys[id(r)]
                 task = asyncio.create_task(self._run_batch(batch))
                 running.add(task)
                 task.add_done_callback(lambda t: (running.discard(t), free.release()))

@@ -299,6 +299,9 @@ class ListenConnection:
         try:
             done, _ = await asyncio.wait({recv, stop}, timeout=timeout,
                                          return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            recv.cancel()
+            raise
         finally:
             stop.cancel()
         if stop in done:
@@ -357,9 +360,11 @@ class ListenConnection:
             self.progress.clear()
             waits = {asyncio.ensure_future(self.progress.wait()),
                      asyncio.ensure_future(self.stop_reading.wait())}
-            _, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            for w in pending:
-                w.cancel()
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
 
     def _take(self, msg: dict) -> bool:
         """One message from the speaker; True for ``close``. Raises ClientError."""

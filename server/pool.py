@@ -19,7 +19,7 @@ from enum import Enum
 from typing import Any, Callable
 
 from .decoding import DecodeRequest, DecodeResult
-from .engine import EngineOptions, EngineStats, Saturation, next_batch
+from .engine import Arrivals, EngineOptions, EngineStats, Saturation, next_batch
 
 __all__ = ["NoWorkerError", "PoolOptions", "WorkerPool", "WorkerState", "parse_devices"]
 
@@ -163,6 +163,7 @@ class WorkerPool:
         self._base_stats = EngineStats()
         self.loaded = False
         self.saturation = Saturation()  # each device: windows wait behind its batch
+        self._arrivals = Arrivals(options.step_wait_limit_s)  # (steps wait, not for ever)
 
     # -- lifecycle -------------------------------------------------------------------------
     def _spawn(self, w: _Worker) -> dict[str, Any]:
@@ -287,6 +288,7 @@ class WorkerPool:
             raise NoWorkerError(self.health() or "no decode worker is running")
         if w.queue is None:
             raise RuntimeError("WorkerPool.start() was not called")
+        self._arrivals.came(request)
         await w.queue.put((request, fut))
         return await fut
 
@@ -309,10 +311,13 @@ class WorkerPool:
                     continue
             while not w.queue.empty():
                 w.waiting.append(w.queue.get_nowait())
+            self._arrivals.gone([x for x in w.waiting if x[1].done()])
             w.waiting = [(r, f) for r, f in w.waiting if not f.done()]
             if not w.waiting:
                 continue
-            batch, w.waiting = next_batch(w.waiting, self.opt.max_batch)
+            batch, w.waiting = next_batch(w.waiting, self.opt.max_batch,
+                                          overdue=self._arrivals.overdue)
+            self._arrivals.gone(batch)
             w.decoding = True
             try:
                 await self._decode_batch(w, batch)

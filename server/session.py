@@ -160,6 +160,8 @@ class StreamSession:
             if self._detect_pending and self.language == "auto":
                 last.ends.clear()  # a held short utterance goes on: detect on both together
                 last.tail = None  # ... its end decode's words too: the window is read again
+                if last.read_on is not None:  # ... and a read-on's, with how it asked again
+                    last.read_on, last.asking = None, Asking()
             return
         while self._utts and self._utts[-1].idle and self._in_flight is None:
             self._utts.pop()  # context too old to help

@@ -81,3 +81,20 @@ def test_speech_heard_before_the_last_words_came_ends_the_silence_there():
     assert g.due(4.7) == (True, False)  # the 1.46 s pause before it was long enough
     g.words(3.54, 4.4)  # and its words then start no new silence before them
     assert g.starts == []
+
+
+def test_a_cough_heard_ahead_of_the_decoder_keeps_the_speech_after_it():
+    """Flat out: words, a cough, more speech, all heard before the cough's end (no words)
+    came. The cough's end dropped every start, the next speech's too, and the silence ran on
+    over that speech."""
+    g = Gaps(endpointing=0.3, utterance_end=None)
+    g.speech(0.0)
+    g.silence()
+    g.speech(2.5)  # the cough
+    g.silence()
+    g.speech(4.0)  # speech still to be decoded
+    g.words(0.05, 2.0)
+    g.ended()
+    assert g.due(2.4) == (True, False)  # (0.5 s of silence before the cough: said)
+    g.ended()  # the cough's end: no words
+    assert g.starts == [4.0]

@@ -149,3 +149,30 @@ def test_a_file_whose_header_understates_its_length_is_read_only_up_to_the_limit
         read_media(data, max_seconds=5)
     assert e.value.code == "file_too_long"
     assert read["bytes"] < len(data) / 3, f"read {read['bytes']} of {len(data)} bytes"
+
+
+def test_a_file_request_cancelled_itself_stops_its_decode():
+    """Ray Serve cancels the handler of a client that hung up: the decode must go with it."""
+    from whisperwire.server.dialects.common import while_awaited
+
+    stopped = asyncio.Event()
+
+    async def decode() -> None:
+        try:
+            await asyncio.sleep(60)
+        finally:
+            stopped.set()
+
+    async def never() -> dict:
+        await asyncio.sleep(60)
+        return {"type": "http.disconnect"}
+
+    async def go() -> bool:
+        handler = asyncio.ensure_future(while_awaited(never, decode()))
+        await asyncio.sleep(0.05)
+        handler.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await handler
+        return stopped.is_set()
+
+    assert asyncio.run(go())

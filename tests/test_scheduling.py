@@ -205,3 +205,21 @@ async def test_the_engine_is_busy_while_windows_wait_for_a_worker(monkeypatch):
         finally:
             gate.set()
             await eng.stop()
+
+
+def test_a_step_s_wait_counts_from_when_it_was_queued():
+    """Stamped as it is queued (it waited in the queue while every worker was busy), and for
+    the multi-device pool as for one process."""
+    import time
+
+    from whisperwire.server.engine import Arrivals
+
+    a = Arrivals(0.05)
+    (r, _), (q, _) = req(1, False), req(2, False)
+    a.came(r)
+    assert not a.overdue(r) and not a.overdue(q)  # (one never queued is not overdue)
+    time.sleep(0.06)
+    assert a.overdue(r)
+    a.gone([(r, None)])
+    assert not a.overdue(r)
+    assert not Arrivals(0.0).overdue(r)  # 0: no limit

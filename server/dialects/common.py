@@ -226,14 +226,21 @@ async def while_awaited(receive: Callable[[], Awaitable[dict[str, Any]]],
     job, gone = asyncio.ensure_future(work), asyncio.ensure_future(hung_up())
     try:
         await asyncio.wait({job, gone}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:  # the handler itself (Ray Serve cancels a gone client's)
+        await _stop(job)
+        raise
     finally:
         gone.cancel()
     if job.done():
         return job.result()
-    job.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await job
+    await _stop(job)
     raise ClientGone
+
+
+async def _stop(job: asyncio.Future) -> None:
+    job.cancel()
+    with contextlib.suppress(asyncio.CancelledError, ClientError):
+        await job
 
 
 async def decode_file(server: WhisperWire, token: str | None, audio: np.ndarray, *,

@@ -53,7 +53,7 @@ class Gaps:
         after the last one starts to count; without (a cough, a breath, a finalize with
         nothing left) there was no speech, and the silence before goes on."""
         if not self.heard:
-            self.starts = []
+            self.starts = self.starts[1:]  # its own start: later ones are speech still to come
             return
         self.heard = False
         self.quiet_from = self.last_word_end
