@@ -400,7 +400,6 @@ class Engine:
         running: set[asyncio.Task] = set()
         waiting: list[tuple[DecodeRequest, asyncio.Future]] = []
         keys: dict[int, object] = {}  # batch_key of each waiting request, computed once
-
         try:
             while True:
                 if not waiting:

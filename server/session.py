@@ -129,10 +129,10 @@ class StreamSession:
                 self._utts[-1].pause = None
                 self._settle_early(self._utts[-1])
             elif isinstance(ev, SpeechEnd):
-                self._spans.end(ev.sample if ev.spoken_to is None else ev.spoken_to)
+                spoken_to = ev.sample if ev.spoken_to is None else ev.spoken_to
+                self._spans.end(spoken_to)
                 u = self._utts[-1]
-                u.ends[ev.sample] = EndMark(
-                    ev.sample if ev.spoken_to is None else ev.spoken_to, u.speech_from)
+                u.ends[ev.sample] = EndMark(spoken_to, u.speech_from)
                 u.open = False
                 u.pause = None
                 if ev.paused_at is not None:

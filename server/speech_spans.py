@@ -12,7 +12,6 @@ overlap. Pure: samples in, words out.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import replace
 
 from .audio import MODEL_RATE
@@ -46,14 +45,10 @@ class SpeechSpans:
     def _silence_at(self, t: float) -> tuple[float, float] | None:
         """The silence between two utterances that holds ``t`` (past ``SLACK_S`` from both),
         as (previous end, next start)."""
-        starts = [s[0] for s in self.spans]
-        i = bisect_right(starts, t)  # spans[i - 1] starts at or before t
-        if i == 0 or i == len(self.spans):
-            return None
-        prev_end, next_start = self.spans[i - 1][1], self.spans[i][0]
-        if prev_end is None or not prev_end + SLACK_S < t < next_start - SLACK_S:
-            return None
-        return prev_end, next_start  # type: ignore[return-value]
+        for (_, end), (start, _) in zip(self.spans, self.spans[1:]):
+            if end is not None and end + SLACK_S < t < start - SLACK_S:
+                return end, start  # type: ignore[return-value]
+        return None
 
     def clamp(self, words: list[Word]) -> list[Word]:
         """``words`` with an edge deep in a silence moved to where the speech beside it is:
