@@ -74,6 +74,11 @@ class ServerConfig:
     # socket: enough that files and reconnect backlogs of a few minutes never meet it, since a
     # client held back by TCP finds its keepalive pings stuck behind its own audio
     max_backlog_s: float = 300.0
+    # a live stream is read at most this many times faster than real time, after a burst of
+    # ``stream_burst_s`` (pace.py): silence sent flat out costs no decode, only the loop's
+    # time, which every other session shares; 0: no limit. File requests are not paced
+    max_stream_speed: float = 100.0
+    stream_burst_s: float = 60.0
     send_timeout_s: float = 10.0  # one message that long unsent: the client is not reading
     # a viewer that answers the server's keepalive ping (uvicorn's, every 20 s) this late is
     # gone (its connection died silently: a laptop asleep, a frozen process) and is dropped,

@@ -110,6 +110,7 @@ def _config(args: argparse.Namespace, auth):  # type: ignore[no-untyped-def]
         idle_timeout_s=args.idle_timeout,
         rejoin_grace_s=args.rejoin_grace,
         max_session_s=args.max_session_hours * 3600,
+        max_stream_speed=args.max_stream_speed,
         transcript_retention_s=args.retention_minutes * 60,
         allowed_origins=tuple(args.allow_origin),
         engine=EngineOptions(
@@ -285,6 +286,8 @@ def _policy_flags(g) -> None:  # type: ignore[no-untyped-def]
 
 
 def _access_flags(g) -> None:  # type: ignore[no-untyped-def]
+    from .app import ServerConfig
+
     g.add_argument("--token", action="append", default=[],
                    help="token that may speak and view (repeatable)")
     g.add_argument("--view-token", action="append", default=[],
@@ -302,6 +305,9 @@ def _access_flags(g) -> None:  # type: ignore[no-untyped-def]
     g.add_argument("--handshake-timeout", type=float, default=10.0,
                    help="seconds a connection has to send its request headers (0: no limit)")
     g.add_argument("--max-session-hours", type=float, default=4.0, help="longest session")
+    g.add_argument("--max-stream-speed", type=float, default=ServerConfig.max_stream_speed,
+                   help="a live stream is read at most this many times faster than real time, "
+                        "after its first minute of audio (0: no limit)")
     g.add_argument("--retention-minutes", type=float, default=60.0,
                    help="how long a transcript stays after its last speaker ends")
     g.add_argument("--tls-cert", help="serve TLS (wss/https) with this certificate (PEM)")

@@ -25,6 +25,7 @@ from .audio import Resampler, pcm_to_float
 from .errors import ClientError
 from .hub import Hub, Outbox, Transcript, on_connection_clock
 from .metrics import Metrics
+from .pace import IngestPace
 from .session import StreamSession
 from .vad import SpeechEnd, SpeechStart, VadEvent, VadSegmenter, webrtc_classifier
 
@@ -133,6 +134,9 @@ class ListenConnection:
         self._errors: deque[float] = deque()
         self._t0 = time.monotonic()
         self.taken_s = 0.0  # seconds of audio the stream took, over all its connections
+        # how fast its socket is read, whatever the audio is (None: as fast as it comes)
+        self.pace = (IngestPace(config.max_stream_speed, config.stream_burst_s)
+                     if config.max_stream_speed > 0 else None)
         self.conn_start = 0.0  # ... when the current connection began: its time 0
         self._writer: asyncio.Task | None = None
         self._back: asyncio.Future | None = None  # while a dropped speaker may come back
@@ -352,9 +356,13 @@ class ListenConnection:
         return "disconnected"
 
     async def _room(self) -> None:
-        """Stop reading while more speech waits for the decoder than ``max_backlog_s``: the
-        socket then pushes back on the client (TCP flow control), so a session's memory and
-        lag stay bounded at any input rate, and nothing it sent is dropped."""
+        """Stop reading while more speech waits for the decoder than ``max_backlog_s``, or
+        while the stream is ahead of its pace (pace.py): the socket then pushes back on the
+        client (TCP flow control), so a session's memory, lag and share of the event loop
+        stay bounded at any input rate, and nothing it sent is dropped."""
+        if self.pace is not None and (ahead := self.pace.wait(time.monotonic())) > 0:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.stop_reading.wait(), ahead)
         limit = self.config.max_backlog_s
         while self.session.backlog > limit and not self.stop_reading.is_set():
             self.progress.clear()
@@ -416,6 +424,8 @@ class ListenConnection:
             return  # ending: the session has let its audio go
         self.metrics.audio_in.inc(len(x) / self.params.sample_rate)
         self.taken_s += len(x) / self.params.sample_rate
+        if self.pace is not None:
+            self.pace.took(len(x) / self.params.sample_rate, time.monotonic())
         self.session.feed_audio(self.resampler.process(x))
         self.on_vad(self.vad.take())
         self.wake.set()

@@ -263,6 +263,7 @@ async def decode_file(server: WhisperWire, token: str | None, audio: np.ndarray,
     conn = ListenConnection(_FileSocket(audio), params, server.engine, server.hub,  # type: ignore[arg-type]
                             transcript, cfg, server.metrics)
     conn.idle_timeout_s = max(cfg.idle_timeout_s, 3600.0)  # the file never goes quiet
+    conn.pace = None  # its length is bounded (above, and by the upload limit): read flat out
     conn.api = api
     await server.speak(conn)
     if conn.decode_failed:

@@ -18,7 +18,6 @@ the client's events, drives the session and writes.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import dataclasses
 import json
@@ -164,7 +163,9 @@ class RealtimeConnection(ListenConnection):
             raise ClientError("invalid_audio", "input_audio_buffer.append needs 'audio' "
                               "(base64)")
         try:
-            data = base64.b64decode(audio, validate=True)
+            # (what b64decode(validate=True) does, without its copy of the text as bytes:
+            # half the time of a 15 MiB event, on the event loop)
+            data = binascii.a2b_base64(audio, strict_mode=True)
         except (binascii.Error, ValueError):
             raise ClientError("invalid_audio", "'audio' is not valid base64") from None
         if self.law != "pcm":

@@ -1,0 +1,79 @@
+"""How fast a live stream's socket is read (server/pace.py): at most ``max_stream_speed`` times
+real time after a burst, whatever the audio is. Silence costs no decode, so the backlog limit
+never held back a client sending it flat out: one such client was read as fast as the event
+loop could go (30,000 s of audio in 10 s), and every other session waited behind it."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import pytest
+from conftest import LiveServer
+from websockets.sync.client import connect as ws_connect
+from whisperwire.server.app import ServerConfig
+from whisperwire.server.pace import IngestPace
+
+
+def test_a_burst_then_the_pace():
+    pace = IngestPace(speed=100.0, burst=60.0)
+    assert pace.wait(0.0) == 0.0
+    pace.took(50.0, 0.0)
+    assert pace.wait(0.0) == 0.0  # 10 s of the burst left
+    pace.took(30.0, 0.0)  # one message may go past it: 20 s owed
+    assert pace.wait(0.0) == pytest.approx(0.2)
+    assert pace.wait(0.1) == pytest.approx(0.1)
+    assert pace.wait(0.2) == 0.0
+    pace.took(2.0, 0.2)
+    assert pace.wait(0.2) == pytest.approx(0.02)
+
+
+def test_a_quiet_while_refills_the_burst_and_no_more():
+    pace = IngestPace(speed=100.0, burst=60.0)
+    pace.took(60.0, 0.0)
+    pace.took(1.0, 3600.0)  # an hour without audio (a reconnect): the burst, not 360,000 s
+    pace.took(59.0, 3600.0)
+    assert pace.wait(3600.0) == 0.0
+    pace.took(1.0, 3600.0)
+    assert pace.wait(3600.0) == pytest.approx(0.01)
+
+
+def _audio_in(srv: LiveServer) -> float:
+    text = httpx.get(srv.http + "/metrics").text
+    return next(float(ln.split()[-1]) for ln in text.splitlines()
+                if ln.startswith("whisperwire_audio_in_seconds_total"))
+
+
+@pytest.mark.timeout(120)
+def test_silence_sent_flat_out_is_read_at_the_stream_pace():
+    """Digital silence in 2 s frames as fast as the socket takes them: the server reads no
+    more than the burst and the pace allow (before: over 2,000 times real time)."""
+    cfg = ServerConfig()
+    frame = bytes(64000)  # 2 s of 16 kHz pcm_s16le silence
+    with LiveServer(cfg) as srv, ws_connect(f"{srv.url}/v1/listen", compression=None,
+                                            close_timeout=60) as ws:
+        stop = threading.Event()
+
+        def send() -> None:
+            while not stop.is_set():
+                ws.send(frame)
+
+        def read() -> None:
+            try:
+                while True:
+                    ws.recv(timeout=60)
+            except Exception:  # noqa: BLE001 - closed
+                return
+
+        t0 = time.monotonic()
+        sender = threading.Thread(target=send, daemon=True)
+        reader = threading.Thread(target=read, daemon=True)
+        sender.start()
+        reader.start()
+        time.sleep(4.0)
+        taken = _audio_in(srv)
+        elapsed = time.monotonic() - t0
+        stop.set()
+        sender.join(60)
+    assert cfg.stream_burst_s <= taken <= cfg.max_stream_speed * elapsed + cfg.stream_burst_s + 2
