@@ -249,7 +249,9 @@ def finish(res: StreamResult, url: str, output: str | None) -> int:
     0 when the server closed the session normally, 1 otherwise."""
     status = 0
     closed = res.of_type(wire.Closed)
-    if res.of_type(wire.Error):
+    # (``shutdown_incomplete`` comes with a drop the speaker came back from, sending the
+    # rest again; a comeback that failed is ``gave_up``)
+    if any(e.code != "shutdown_incomplete" for e in res.of_type(wire.Error)):
         status = 1
     elif closed and closed[-1].reason != "client_close":
         why = ENDED_EARLY.get(closed[-1].reason, closed[-1].reason)

@@ -78,6 +78,10 @@ class ServerConfig:
     # ``stream_burst_s`` (pace.py): silence sent flat out costs no decode, only the loop's
     # time, which every other session shares; 0: no limit. File requests are not paced
     max_stream_speed: float = 100.0
+    # on SIGTERM, open sessions get this long to decode their last words; then the rest is
+    # cut short (listen.py ``cut_short``). Under an orchestrator, a little less than its stop
+    # grace (Kubernetes 30 s, docker stop 10 s), so that the cut, not SIGKILL, ends them
+    drain_timeout_s: float = 60.0
     stream_burst_s: float = 60.0
     send_timeout_s: float = 10.0  # one message that long unsent: the client is not reading
     # a viewer that answers the server's keepalive ping (uvicorn's, every 20 s) this late is
@@ -313,21 +317,31 @@ class WhisperWire:
         return JSONResponse(body, status_code=200 if problem is None else 503)
 
     # -- life --------------------------------------------------------------------------------
-    async def drain(self, timeout: float = 60.0) -> None:
+    async def drain(self, timeout: float | None = None) -> None:
         """Stop taking sessions; finalise every open one (its speaker gets the last finals and
-        ``closed``) and wait for them, up to ``timeout`` seconds; then let the viewers go."""
+        ``closed``) and wait for them, up to ``timeout`` seconds (``drain_timeout_s``); cut
+        short those still decoding then (a backlog of speech sent faster than real time);
+        then let the viewers go."""
         self.draining.set()
         conns = list(self.live)
         for c in conns:
             c.shutdown("server_shutdown")
+        timeout = self.config.drain_timeout_s if timeout is None else timeout
         deadline = time.monotonic() + timeout
+        while self.live and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        cut = list(self.live)
+        for c in cut:
+            c.cut_short()
+        deadline = time.monotonic() + 5.0
         while self.live and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         self.hub.finish_viewers()
         deadline = time.monotonic() + min(5.0, timeout)
         while self.hub.viewer_count and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        log.info("event=drained sessions=%d left=%d", len(conns), len(self.live))
+        log.info("event=drained sessions=%d cut_short=%d left=%d", len(conns), len(cut),
+                 len(self.live))
 
     @asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:

@@ -111,6 +111,7 @@ def _config(args: argparse.Namespace, auth):  # type: ignore[no-untyped-def]
         rejoin_grace_s=args.rejoin_grace,
         max_session_s=args.max_session_hours * 3600,
         max_stream_speed=args.max_stream_speed,
+        drain_timeout_s=args.drain_timeout,
         transcript_retention_s=args.retention_minutes * 60,
         allowed_origins=tuple(args.allow_origin),
         engine=EngineOptions(
@@ -310,6 +311,9 @@ def _access_flags(g) -> None:  # type: ignore[no-untyped-def]
                         "after its first minute of audio (0: no limit)")
     g.add_argument("--retention-minutes", type=float, default=60.0,
                    help="how long a transcript stays after its last speaker ends")
+    g.add_argument("--drain-timeout", type=float, default=ServerConfig.drain_timeout_s,
+                   help="on SIGTERM, seconds open sessions get to decode their last words; "
+                        "the rest is cut short (error shutdown_incomplete, close 1012)")
     g.add_argument("--tls-cert", help="serve TLS (wss/https) with this certificate (PEM)")
     g.add_argument("--tls-key", help="... and this key")
 

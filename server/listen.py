@@ -142,12 +142,32 @@ class ListenConnection:
         self._back: asyncio.Future | None = None  # while a dropped speaker may come back
         self._let_go: asyncio.Future | None = None  # a rejoined socket's handler waits on it
         self.may_come_back = False  # the socket went without hanging up on purpose
+        self.cut = False  # the server stopped before the last words were decoded
+        self._pump: asyncio.Task | None = None
 
     def shutdown(self, reason: str = "server_shutdown") -> None:
         """Stop taking audio and finish like a ``close``: the last words still come."""
         if not self.stop_reading.is_set():
             self.stop_reason = reason
             self.stop_reading.set()
+
+    def cut_short(self) -> None:
+        """The server stops before this stream's last words were decoded (the drain's deadline
+        passed): stop decoding, tell the speaker how much speech it received went untranscribed,
+        and close with 1012 (service restart) and no ``closed``. The page and the CLI take that
+        for a drop: they come back (to the restarted server) and send again what was not made
+        final. Before, the shutdown cancelled the handlers with tracebacks after 90 s."""
+        if self.cut or self.phase is Phase.CLOSED:
+            return
+        self.cut = True
+        left = self.session.lag
+        log.warning("session=%s event=cut_short untranscribed_s=%.1f", self.sid, left)
+        self.send(wire.Error("shutdown_incomplete", f"the server is stopping: {left:.1f} s of "
+                             "speech it received were not transcribed; connect again and send "
+                             "them again"))
+        self.shutdown("server_shutdown")
+        if self._pump is not None:
+            self._pump.cancel()
 
     def _detach(self) -> None:
         """The peer is gone or not reading: stop writing, keep decoding for the channel."""
@@ -164,7 +184,7 @@ class ListenConnection:
         self._t0 = time.monotonic()
         self.greet()
         self._writer = asyncio.create_task(self._write(self.ws, self.outbox))
-        pump = asyncio.create_task(self._pump())
+        pump = self._pump = asyncio.create_task(self._decode_all())
         ticker = asyncio.create_task(self._status())
         reason = "disconnected"
         try:
@@ -275,6 +295,10 @@ class ListenConnection:
         self.wake.set()
         try:
             await pump
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not self.cut or (task is not None and task.cancelling()):
+                raise  # (this handler was cancelled, not only its decoding cut short)
         finally:
             ticker.cancel()
             if self.decode_failed:
@@ -282,10 +306,13 @@ class ListenConnection:
             closed = wire.Closed(reason, self.session.audio_seconds)
             self.hub.publish(self.transcript, closed)
             self.hub.end(self.transcript, self.session.audio_seconds)
-            self.send(closed)
+            if self.cut:  # (a cut stream did not end: its speaker is to come back)
+                self.outbox.finish()
+            else:
+                self.send(closed)
             await self._writer
             if self.phase.writes:
-                code, text = self.close_frame(reason)
+                code, text = (1012, "") if self.cut else self.close_frame(reason)
                 with contextlib.suppress(Exception):  # the peer may be gone already
                     await asyncio.wait_for(self.ws.close(code, text), self.config.send_timeout_s)
             self.phase = Phase.CLOSED
@@ -448,7 +475,7 @@ class ListenConnection:
         return len(self._errors) > self.config.max_errors
 
     # -- decoding --------------------------------------------------------------------------
-    async def _pump(self) -> None:
+    async def _decode_all(self) -> None:
         """Ask the engine for whatever the session has due, until it is flushed and input is
         over. Decoding that keeps failing ends the session (``decode_failed``, close 1011); what
         was final stays in the transcript."""

@@ -140,3 +140,49 @@ def test_stream_comes_back_after_a_drop_and_loses_no_words(live_server, tmp_path
         channel = json.loads(r.read())
     assert [ln for ln in printed if ln.strip()] == [f["text"] for f in channel["finals"]]
     on_one_clock(out, seconds)
+
+
+@pytest.mark.timeout(240)
+def test_stream_cut_short_by_a_shutdown_sends_the_rest_to_the_restarted_server(tmp_path, capfd):
+    """``whisperwire stream --speed 0``: 50 s of speech sent at once, then the server stops
+    with a 1 s drain deadline, far too little to decode it. The stream is cut short
+    (``shutdown_incomplete``, 1012 without ``closed``); the command takes that for a drop,
+    comes back to the restarted server and sends again what was not made final: every word
+    arrives once. (Before, a shutdown past its grace cancelled the handlers.)"""
+    files = [f"LJ001-000{i}.wav" for i in range(1, 9)]
+    pcm = np.concatenate([load16k(f) for f in files] + [np.zeros(16000, np.float32)])
+    wav = tmp_path / "lj.wav"
+    with wave.open(str(wav), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+        w.writeframes(s16(pcm))
+    ref = " ".join(references()[f] for f in files)
+    with LiveServer(ServerConfig(drain_timeout_s=1.0, rejoin_grace_s=0)) as old, \
+            LiveServer() as restarted:
+        async def go():  # type: ignore[no-untyped-def]
+            proxy = CuttableProxy(old.port)
+            args = Namespace(url=proxy.url, output=None, file=str(wav), language=None,
+                             session="cut-short", task="transcribe", zh_script=None,
+                             token=None, lines=True, speed=0.0)
+            run = asyncio.ensure_future(asyncio.to_thread(stream.main, args))
+            await asyncio.sleep(2.0)
+            old.server.should_exit = True  # SIGTERM's way in
+            await asyncio.to_thread(old.thread.join, 30)
+            assert not old.thread.is_alive()
+            proxy.cut()
+            proxy.mend(restarted.port)
+            try:
+                return await asyncio.wait_for(run, 180), proxy.accepted
+            finally:
+                proxy.close()
+
+        status, accepted = asyncio.run(go())
+    stdout, stderr = capfd.readouterr()
+    assert status == 0, stderr
+    assert "shutdown_incomplete" in stderr or "were not transcribed" in stderr, stderr
+    assert accepted >= 2, stderr
+    text = " ".join(stdout.split("\n"))
+    assert wer(ref, text) <= 0.12, text
+    assert longest_missing(normalize(ref), normalize(text)) <= 3, text
+    assert not extra_repeats(normalize(ref), normalize(text)), text

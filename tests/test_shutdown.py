@@ -10,8 +10,9 @@ import sys
 import time
 
 import httpx
+import numpy as np
 import pytest
-from conftest import load16k, run
+from conftest import load16k, read_all, run
 from whisperwire.server import wire
 from whisperwire.server.wer import normalize
 
@@ -67,7 +68,7 @@ def test_a_stop_signal_finalises_open_sessions(tmp_path, sig):
     assert isinstance(msgs[-1], wire.Closed) and msgs[-1].reason == "server_shutdown"
     assert code == 1000
     log = proc.stderr.read()
-    assert "event=drained sessions=1 left=0" in log
+    assert "event=drained sessions=1 cut_short=0 left=0" in log
     assert "/v1/listen" in log, "the accept line is logged, with the token redacted"
     assert "s3cret" not in log
     assert "Traceback" not in log, log[-2000:]
@@ -88,3 +89,50 @@ def test_ctrl_c_in_the_terminal_reaches_the_worker_processes_too():
             os.killpg(proc.pid, signal.SIGKILL)
     log = proc.stderr.read()
     assert "event=drained" in log and "Traceback" not in log, log[-3000:]
+
+
+@pytest.mark.timeout(180)
+def test_a_backlog_the_drain_cannot_decode_is_cut_short_and_said(tmp_path):
+    """Three minutes of speech sent flat out, then SIGTERM: more than the drain's deadline
+    can decode. The stream is cut short at the deadline: its speaker gets what was final, an
+    ``error`` ``shutdown_incomplete`` and a 1012 close without ``closed`` (the page and the CLI
+    take that for a drop, and send the rest again to the restarted server), and the server
+    exits soon after, without a traceback. Before, the drain waited 60 s, then uvicorn 30 s
+    more, then cancelled the handlers with CancelledError tracebacks."""
+    import csv
+
+    from conftest import SPEECH
+
+    with open(SPEECH / "real" / "references.tsv", newline="") as f:
+        names = [r["file"] for r in csv.DictReader(f, delimiter="\t")]
+    audio = np.concatenate([load16k(f"real/{n}") for n in names])[: 180 * 16000]
+    pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
+    proc, port = serve("--log-level", "info", "--drain-timeout", "2")
+    try:
+        async def go():
+            import websockets
+
+            async with websockets.connect(f"ws://127.0.0.1:{port}/v1/listen", max_size=None,
+                                          ping_timeout=None) as ws:
+                await ws.recv()
+                for i in range(0, len(pcm), 64000):
+                    await ws.send(pcm[i : i + 64000])
+                await asyncio.sleep(1.0)
+                t0 = time.monotonic()
+                proc.send_signal(signal.SIGTERM)
+                msgs = await read_all(ws)
+                return msgs, ws.close_code, time.monotonic() - t0
+
+        msgs, code, took = run(go())
+        assert proc.wait(30) in (0, -signal.SIGTERM)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    errors = [m for m in msgs if isinstance(m, wire.Error)]
+    assert [e.code for e in errors] == ["shutdown_incomplete"], errors
+    assert not any(isinstance(m, wire.Closed) for m in msgs)
+    assert code == 1012
+    assert took < 2 + 5, took
+    log = proc.stderr.read()
+    assert "event=drained sessions=1 cut_short=1 left=0" in log, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]

@@ -268,6 +268,9 @@ async def decode_file(server: WhisperWire, token: str | None, audio: np.ndarray,
     await server.speak(conn)
     if conn.decode_failed:
         raise ClientError("decode_failed", "decoding failed; try again")
+    if conn.cut:
+        raise ClientError("shutting_down", "the server stopped before the file was "
+                          "transcribed; send it again")
     lang = language or conn.session.detected_language or (server.engine.languages or ("",))[0]
     return FileResult(transcript.session, list(transcript.finals), lang,
                       len(audio) / MODEL_RATE)
