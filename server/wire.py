@@ -334,10 +334,11 @@ class ListenParams:
     @classmethod
     def from_query(cls, q: Mapping[str, str]) -> ListenParams:
         """Validate the query; raises ProtocolError with a code the client can act on."""
-        try:
-            rate = int(q.get("sample_rate", "16000"))
-        except ValueError:
-            raise ProtocolError("bad_sample_rate", "sample_rate must be an integer") from None
+        raw = q.get("sample_rate", "16000")
+        # (int() also takes "１６０００", " 16000", "+16_000": what no client means)
+        if not (raw.isascii() and raw.isdigit()):
+            raise ProtocolError("bad_sample_rate", "sample_rate must be an integer")
+        rate = int(raw)
         if not MIN_SAMPLE_RATE <= rate <= MAX_SAMPLE_RATE:
             raise ProtocolError(
                 "bad_sample_rate",

@@ -46,6 +46,9 @@ def test_options_map_onto_the_session():
     ("encoding=flac", "bad_encoding"),
     ("sample_rate=4000", "bad_parameter"),
     ("sample_rate=abc", "bad_parameter"),
+    ("sample_rate=\uff11\uff16\uff10\uff10\uff10", "bad_parameter"),  # full-width digits
+    ("sample_rate=16_000", "bad_parameter"),
+    ("utt_split=\uff11", "bad_parameter"),
     ("channels=2", "unsupported_parameter"),
     ("diarize=true", "unsupported_parameter"),
     ("multichannel=true", "unsupported_parameter"),

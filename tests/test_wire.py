@@ -86,6 +86,9 @@ def test_decode_never_raises_anything_else(text):
         ({"sample_rate": "7999"}, "bad_sample_rate"),
         ({"sample_rate": "48001"}, "bad_sample_rate"),
         ({"sample_rate": "abc"}, "bad_sample_rate"),
+        ({"sample_rate": "\uff11\uff16\uff10\uff10\uff10"}, "bad_sample_rate"),  # full width
+        ({"sample_rate": " 16000"}, "bad_sample_rate"),
+        ({"sample_rate": "16_000"}, "bad_sample_rate"),
         ({"encoding": "mp3"}, "bad_encoding"),
         ({"task": "summarise"}, "bad_task"),
         ({"language": "english!"}, "bad_language"),

@@ -69,10 +69,9 @@ def _int(q: Mapping[str, str], key: str, lo: int, hi: int) -> int | None:
     v = q.get(key)
     if v is None:
         return None
-    try:
-        n = int(v)
-    except ValueError:
-        raise ClientError("bad_parameter", f"{key} must be an integer, got {v!r}") from None
+    if not (v.isascii() and v.isdigit()):  # (int() takes "１６０００", " 1", "1_0")
+        raise ClientError("bad_parameter", f"{key} must be an integer, got {v!r}")
+    n = int(v)
     if not lo <= n <= hi:
         raise ClientError("bad_parameter", f"{key} must be {lo}..{hi}, got {n}")
     return n
@@ -128,7 +127,7 @@ def _seconds(q: Mapping[str, str], key: str, default: float) -> float:
     if v is None:
         return default
     try:
-        x = float(v)
+        x = float(v) if v.isascii() else -1.0  # (float() takes "１.５" too)
     except ValueError:
         x = -1.0
     if not 0.05 <= x <= 60.0:
