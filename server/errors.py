@@ -6,7 +6,8 @@ where it can; anything else is a server fault whose details stay in the log.
 
 from __future__ import annotations
 
-__all__ = ["ClientError", "ProtocolError", "AudioError", "WhisperWireError", "close_code_for"]
+__all__ = ["ClientError", "ProtocolError", "AudioError", "WhisperWireError", "close_code_for",
+           "retry_after"]
 
 
 class WhisperWireError(Exception):
@@ -59,3 +60,14 @@ _CLOSE_CODES = {
 
 def close_code_for(code: str) -> int:
     return _CLOSE_CODES.get(code, 1008)
+
+
+# Refusals a moment changes, as HTTP ``Retry-After`` seconds (429 and 503): the OpenAI SDK
+# waits that long before its own retries instead of its 0.5-8 s backoff guesses; other
+# clients read the header. A restart takes longer than a free slot.
+_RETRY_AFTER = {"server_full": 5, "not_ready": 5, "shutting_down": 10}
+
+
+def retry_after(code: str) -> dict[str, str]:
+    """The ``Retry-After`` header for a refusal with ``code`` (empty when retrying is no use)."""
+    return {"Retry-After": str(_RETRY_AFTER[code])} if code in _RETRY_AFTER else {}

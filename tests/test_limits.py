@@ -8,7 +8,7 @@ import time
 
 import httpx
 import pytest
-from conftest import LiveServer, load16k, read_all, run, s16
+from conftest import LiveServer, load16k, read_all, run, s16, wav_bytes
 from viewing import view
 from whisperwire.client.stream import paced, stream_chunks
 from whisperwire.server import wire
@@ -242,3 +242,20 @@ def test_metrics_count_sessions_audio_and_errors(live_server):
         after = _scrape(live_server)
     assert after["whisperwire_sessions"] == 0
     assert "whisperwire_viewers" in after
+
+
+def test_a_full_server_says_when_to_try_again_over_http(engine):
+    """The file endpoints answer a full server with 429 and ``Retry-After`` (the OpenAI SDK
+    waits that long before retrying; it guessed 0.5-8 s), Deepgram's live handshake too."""
+
+    with LiveServer(ServerConfig(max_sessions=0), engine) as srv:
+        wav = wav_bytes(load16k("jfk.wav")[:16000])
+        oa = httpx.post(srv.http + "/v1/audio/transcriptions", data={"model": "whisper-1"},
+                        files={"file": ("a.wav", wav, "audio/wav")}, timeout=30)
+        dg = httpx.post(srv.http + "/deepgram/v1/listen", content=wav,
+                        headers={"Content-Type": "audio/wav"}, timeout=30)
+        live = httpx.get(srv.http + "/deepgram/v1/listen", timeout=30, headers={
+            "Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+            "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="})
+    for r in (oa, dg, live):
+        assert r.status_code == 429 and r.headers.get("retry-after") == "5", (r, r.text)

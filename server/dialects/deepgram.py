@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket
 
 from .. import wire
-from ..errors import ClientError
+from ..errors import ClientError, retry_after
 from ..audio import Resampler
 from ..listen import ListenConnection
 from ..vad import SpeechEnd, SpeechStart, VadSegmenter, webrtc_classifier
@@ -397,8 +397,8 @@ async def _deny(ws: WebSocket, exc: ClientError) -> None:
     try:
         # the message may quote the query: printable ASCII only, never a line break
         safe = "".join(c if " " <= c <= "~" else "?" for c in exc.message[:200])
-        await ws.send_denial_response(JSONResponse(body, status_code=status,
-                                                   headers={"dg-error": safe}))
+        await ws.send_denial_response(JSONResponse(body, status_code=status, headers={
+            "dg-error": safe, **retry_after(exc.code)}))
     except RuntimeError:
         await ws.accept()
         await ws.send_text(json.dumps({"type": "Error", "variant": exc.code,

@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, Response
 
 from .. import wire
 from ..audio import Resampler
-from ..errors import ClientError
+from ..errors import ClientError, retry_after
 from ..text import join_texts, join_units
 from .common import (ClientGone, FileResult, check_speaker, decode_file, g711_to_float,
                      load_media, off_loop, speaker_token, while_awaited)
@@ -62,7 +62,7 @@ async def listen_file(server: WhisperWire, request: Request) -> Response:
     except ClientError as exc:
         server.metrics.errors.labels(exc.code).inc()
         status, body = error_body(exc, rid)
-        return JSONResponse(body, status_code=status)
+        return JSONResponse(body, status_code=status, headers=retry_after(exc.code))
     body = prerecorded(server.engine, res, opts, created, hashlib.sha256(data).hexdigest())
     return JSONResponse(body, headers={"dg-request-id": res.session})
 

@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.types import Message
 
 from .. import subtitles, wire
-from ..errors import ClientError
+from ..errors import ClientError, retry_after
 from ..text import append_piece, glued
 from .common import (ClientGone, FileResult, check_speaker, decode_file, load_media,
                      speaker_token, while_awaited)
@@ -63,7 +63,8 @@ def error(exc: ClientError, param: str | None = None) -> JSONResponse:
     status = _STATUS.get(exc.code, 400)
     return JSONResponse({"error": {"message": exc.message,
                                    "type": _TYPE.get(status, "invalid_request_error"),
-                                   "param": param, "code": exc.code}}, status_code=status)
+                                   "param": param, "code": exc.code}}, status_code=status,
+                        headers=retry_after(exc.code))
 
 
 async def _form(request: Request) -> tuple[dict[str, Any], bytes]:
