@@ -137,7 +137,9 @@ class _Speaker:
         self.session: str | None = params.session
         self.ever_ready = False
         self.clock = Rejoin()  # where each connection falls on the channel (pure)
-        self.sent = 0
+        self.sent = 0  # bytes sent, over all connections (audio said again counts again)
+        self.read = 0  # bytes taken from the source
+        self.furthest = 0  # how far into the source the sending has come (bytes)
         self.close_sent_at: float | None = None
         self.t0 = time.monotonic()
         self.began_at = 0  # the sent bytes this connection began at
@@ -210,6 +212,7 @@ class _Speaker:
         """The microphone, into ``held``, whatever the connection is doing."""
         try:
             async for piece in self.chunks:
+                self.read += len(piece)
                 self.held.add(piece)
                 self.more.set()
                 while self.ahead is not None and self.held.size >= self.ahead:
@@ -330,7 +333,10 @@ class _Speaker:
                 # did not get is said again after the reconnect (:meth:`_catch_up`)
                 self.sent += len(piece)
                 self.sent_audio.add(piece)
-                self.res.sends.append((time.monotonic() - self.t0, self.sent / self.bps))
+                # (all that is held comes after this piece; audio said again after a drop is
+                # no further, so the summary and final delays count the source once)
+                self.furthest = max(self.furthest, self.read - self.held.size)
+                self.res.sends.append((time.monotonic() - self.t0, self.furthest / self.bps))
                 await ws.send(piece)
         except websockets.ConnectionClosed:
             pass
