@@ -324,11 +324,12 @@ class WhisperWire:
         then let the viewers go."""
         self.draining.set()
         conns = list(self.live)
-        for c in conns:
-            c.shutdown("server_shutdown")
         timeout = self.config.drain_timeout_s if timeout is None else timeout
         deadline = time.monotonic() + timeout
         while self.live and time.monotonic() < deadline:
+            for c in list(self.live):  # (also one admitted just before the drain began)
+                if not c.whole_input:  # (a file is read to its end, and decoded if in time)
+                    c.shutdown("server_shutdown")
             await asyncio.sleep(0.05)
         cut = list(self.live)
         for c in cut:

@@ -183,6 +183,14 @@ def _pace(text: str) -> float:
     return x
 
 
+def _stream_speed(text: str) -> float:
+    """0 (no limit) or at least real time: under 1 would hold back every live speaker."""
+    x = _pace(text)
+    if 0 < x < 1:
+        raise argparse.ArgumentTypeError(f"must be 0 (no limit) or 1 or more, not {text}")
+    return x
+
+
 def _count(text: str) -> int:
     """A whole number, 0 or more (0 turns a rule off; a negative one would fire it always)."""
     try:
@@ -306,12 +314,13 @@ def _access_flags(g) -> None:  # type: ignore[no-untyped-def]
     g.add_argument("--handshake-timeout", type=float, default=10.0,
                    help="seconds a connection has to send its request headers (0: no limit)")
     g.add_argument("--max-session-hours", type=float, default=4.0, help="longest session")
-    g.add_argument("--max-stream-speed", type=float, default=ServerConfig.max_stream_speed,
+    g.add_argument("--max-stream-speed", type=_stream_speed,
+                   default=ServerConfig.max_stream_speed,
                    help="a live stream is read at most this many times faster than real time, "
-                        "after its first minute of audio (0: no limit)")
+                        "after a burst of a minute of audio (0: no limit)")
     g.add_argument("--retention-minutes", type=float, default=60.0,
                    help="how long a transcript stays after its last speaker ends")
-    g.add_argument("--drain-timeout", type=float, default=ServerConfig.drain_timeout_s,
+    g.add_argument("--drain-timeout", type=_pace, default=ServerConfig.drain_timeout_s,
                    help="on SIGTERM, seconds open sessions get to decode their last words; "
                         "the rest is cut short (error shutdown_incomplete, close 1012)")
     g.add_argument("--tls-cert", help="serve TLS (wss/https) with this certificate (PEM)")

@@ -143,6 +143,9 @@ class ListenConnection:
         self._let_go: asyncio.Future | None = None  # a rejoined socket's handler waits on it
         self.may_come_back = False  # the socket went without hanging up on purpose
         self.cut = False  # the server stopped before the last words were decoded
+        # all of its input is at hand (a file request): a drain lets it read to the end, and
+        # its deadline decides
+        self.whole_input = False
         self._pump: asyncio.Task | None = None
 
     def shutdown(self, reason: str = "server_shutdown") -> None:
@@ -157,8 +160,9 @@ class ListenConnection:
         and close with 1012 (service restart) and no ``closed``. The page and the CLI take that
         for a drop: they come back (to the restarted server) and send again what was not made
         final. Before, the shutdown cancelled the handlers with tracebacks after 90 s."""
-        if self.cut or self.phase is Phase.CLOSED:
-            return
+        if self.cut or self.phase is Phase.CLOSED or (self._pump is not None
+                                                      and self._pump.done()):
+            return  # (decoding is over: only the last writes are left)
         self.cut = True
         left = self.session.lag
         log.warning("session=%s event=cut_short untranscribed_s=%.1f", self.sid, left)
@@ -303,9 +307,12 @@ class ListenConnection:
             ticker.cancel()
             if self.decode_failed:
                 reason = "decode_failed"
-            closed = wire.Closed(reason, self.session.audio_seconds)
+            # a cut stream's channel ends where its finals do: what comes after is to be sent
+            # again, and a speaker coming back to the same channel reckons from its end
+            heard = self.session.final_to if self.cut else self.session.audio_seconds
+            closed = wire.Closed(reason, heard)
             self.hub.publish(self.transcript, closed)
-            self.hub.end(self.transcript, self.session.audio_seconds)
+            self.hub.end(self.transcript, heard)
             if self.cut:  # (a cut stream did not end: its speaker is to come back)
                 self.outbox.finish()
             else:

@@ -194,6 +194,14 @@ class StreamSession:
     def audio_seconds(self) -> float:
         return self.samples_in / MODEL_RATE
 
+    @property
+    def final_to(self) -> float:
+        """Stream seconds up to which every word heard is final (or nothing was said): where
+        a stream cut short ends its channel, so that its speaker, coming back to that channel
+        (on Ray Serve, another replica continues it), sends the rest again."""
+        return min((u.buffer.committed_end for u in self._utts if not u.idle),
+                   default=self.audio_seconds)
+
     def next_decode(self, busy: bool = False) -> DecodeRequest | None:
         """The next window to decode, or None while one is out or nothing is due. ``busy``:
         the decoder is saturated, and a partial step keeps only ``busy_overlap_ms`` of

@@ -59,13 +59,13 @@ class LiveServer:
     """The real app under uvicorn (websockets implementation) on 127.0.0.1, port 0."""
 
     def __init__(self, config=None, engine=None, sndbuf: int | None = None,  # type: ignore[no-untyped-def]
-                 **uvicorn_kw) -> None:
+                 hub=None, **uvicorn_kw) -> None:
         import socket
 
         from whisperwire.server.app import create_app
         from whisperwire.server.cli import graceful_server
 
-        self.app = create_app(config, engine)
+        self.app = create_app(config, engine, hub)  # (hub: channels shared, as on Ray Serve)
         self.server = graceful_server(self.app, host="127.0.0.1", port=0, ws="websockets-sansio",
                                       log_level="warning", lifespan="on", **uvicorn_kw)
         sock = socket.socket()

@@ -176,3 +176,44 @@ def test_a_file_request_cancelled_itself_stops_its_decode():
         return stopped.is_set()
 
     assert asyncio.run(go())
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("deadline", [60.0, 0.5], ids=["in-time", "past-deadline"])
+def test_a_file_request_during_a_shutdown_is_whole_or_refused(deadline):
+    """A file whose reading waits on the backlog limit when the server starts to stop: it is
+    read to its end and answered whole if decoded before the drain's deadline, and refused
+    (``shutting_down``, 503: send it again) if not, never answered with part of its words.
+    Before, the drain stopped reading it at once and answered 200 with the words of its first
+    seconds."""
+    import threading
+
+    from conftest import LiveServer, references
+    from whisperwire.server.app import ServerConfig
+    from whisperwire.server.wer import wer
+
+    files = [f"LJ001-000{i}.wav" for i in range(1, 6)]
+    wav = wav_bytes(np.concatenate([load16k(f) for f in files]))  # 36 s
+    cfg = ServerConfig(max_backlog_s=5.0, drain_timeout_s=deadline)
+    got: list[httpx.Response] = []
+    with LiveServer(cfg) as srv:
+        def post() -> None:
+            got.append(httpx.post(srv.http + "/v1/audio/transcriptions", timeout=120,
+                                  data={"model": "whisper-1", "response_format": "json"},
+                                  files={"file": ("a.wav", wav, "audio/wav")}))
+        t = threading.Thread(target=post)
+        t.start()
+        for _ in range(300):
+            time.sleep(0.05)
+            if srv.app.state.server.live:
+                break
+        time.sleep(0.5)
+        srv.server.should_exit = True  # SIGTERM's way in
+        t.join(120)
+    r = got[0]
+    if deadline > 30:
+        assert r.status_code == 200, r.text
+        ref = " ".join(references()[f] for f in files)
+        assert wer(ref, r.json()["text"]) <= 0.12, r.text
+    else:
+        assert r.status_code == 503 and r.json()["error"]["code"] == "shutting_down", r.text

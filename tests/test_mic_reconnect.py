@@ -143,12 +143,19 @@ def test_stream_comes_back_after_a_drop_and_loses_no_words(live_server, tmp_path
 
 
 @pytest.mark.timeout(240)
-def test_stream_cut_short_by_a_shutdown_sends_the_rest_to_the_restarted_server(tmp_path, capfd):
+@pytest.mark.parametrize("channels", ["restarted", "shared"])
+def test_stream_cut_short_by_a_shutdown_sends_the_rest_to_the_restarted_server(tmp_path, capfd,
+                                                                               channels):
     """``whisperwire stream --speed 0``: 50 s of speech sent at once, then the server stops
     with a 1 s drain deadline, far too little to decode it. The stream is cut short
     (``shutdown_incomplete``, 1012 without ``closed``); the command takes that for a drop,
-    comes back to the restarted server and sends again what was not made final: every word
-    arrives once. (Before, a shutdown past its grace cancelled the handlers.)"""
+    comes back and sends again what was not made final: every word arrives once. Either to a
+    restarted server (a new channel), or to another that goes on with the same channel, as a
+    Ray Serve replica does after a scale-down: that channel had ended at all the audio
+    received, so the command sent nothing again and the untranscribed speech was lost.
+    (Before all this, a shutdown past its grace cancelled the handlers.)"""
+    from whisperwire.server.hub import Hub
+
     files = [f"LJ001-000{i}.wav" for i in range(1, 9)]
     pcm = np.concatenate([load16k(f) for f in files] + [np.zeros(16000, np.float32)])
     wav = tmp_path / "lj.wav"
@@ -158,15 +165,21 @@ def test_stream_cut_short_by_a_shutdown_sends_the_rest_to_the_restarted_server(t
         w.setframerate(16000)
         w.writeframes(s16(pcm))
     ref = " ".join(references()[f] for f in files)
-    with LiveServer(ServerConfig(drain_timeout_s=1.0, rejoin_grace_s=0)) as old, \
-            LiveServer() as restarted:
+    hub = Hub() if channels == "shared" else None
+    with LiveServer(ServerConfig(drain_timeout_s=1.0, rejoin_grace_s=0), hub=hub) as old, \
+            LiveServer(hub=hub) as restarted:
         async def go():  # type: ignore[no-untyped-def]
             proxy = CuttableProxy(old.port)
             args = Namespace(url=proxy.url, output=None, file=str(wav), language=None,
                              session="cut-short", task="transcribe", zh_script=None,
                              token=None, lines=True, speed=0.0)
             run = asyncio.ensure_future(asyncio.to_thread(stream.main, args))
-            await asyncio.sleep(2.0)
+            for _ in range(300):  # until the server holds 20 s of speech it has not decoded
+                await asyncio.sleep(0.1)
+                if any(c.session.backlog > 20 for c in old.app.state.server.live):
+                    break
+            else:
+                raise AssertionError("the stream never built a backlog")
             old.server.should_exit = True  # SIGTERM's way in
             await asyncio.to_thread(old.thread.join, 30)
             assert not old.thread.is_alive()

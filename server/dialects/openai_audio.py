@@ -216,9 +216,11 @@ async def _stream(server: WhisperWire, token: str | None, audio: Any, lang: str 
             await asyncio.wait({grew, job}, return_when=asyncio.FIRST_COMPLETED)
             grew.cancel()
         if job.cancelled() or job.exception() is not None:
-            yield event({"type": "error", "error": {"type": "server_error",
-                                                     "code": "decode_failed",
-                                                     "message": "decoding failed; try again"}})
+            exc = None if job.cancelled() else job.exception()
+            code = exc.code if isinstance(exc, ClientError) else "decode_failed"
+            message = exc.message if isinstance(exc, ClientError) else "decoding failed; try again"
+            yield event({"type": "error", "error": {"type": "server_error", "code": code,
+                                                     "message": message}})
             return
         seconds = len(audio) / 16000
         yield event({"type": "transcript.text.done", "text": text, "logprobs": None,
