@@ -29,9 +29,9 @@ pytestmark = pytest.mark.e2e
 FILES = ["LJ001-0001.wav", "LJ001-0003.wav"]
 
 
-def joined_wav(tmp_path) -> tuple[str, float]:  # type: ignore[no-untyped-def]
-    pcm = np.concatenate([load16k(f) for f in FILES] + [np.zeros(16000, np.float32)])
-    path = tmp_path / "two.wav"
+def joined_wav(tmp_path, files=FILES, name="two.wav") -> tuple[str, float]:  # type: ignore[no-untyped-def]
+    pcm = np.concatenate([load16k(f) for f in files] + [np.zeros(16000, np.float32)])
+    path = tmp_path / name
     with wave.open(str(path), "wb") as w:
         w.setnchannels(1)
         w.setsampwidth(2)
@@ -157,20 +157,14 @@ def test_stream_cut_short_by_a_shutdown_sends_the_rest_to_the_restarted_server(t
     from whisperwire.server.hub import Hub
 
     files = [f"LJ001-000{i}.wav" for i in range(1, 9)]
-    pcm = np.concatenate([load16k(f) for f in files] + [np.zeros(16000, np.float32)])
-    wav = tmp_path / "lj.wav"
-    with wave.open(str(wav), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(16000)
-        w.writeframes(s16(pcm))
+    wav, seconds = joined_wav(tmp_path, files, "lj.wav")
     ref = " ".join(references()[f] for f in files)
     hub = Hub() if channels == "shared" else None
     with LiveServer(ServerConfig(drain_timeout_s=1.0, rejoin_grace_s=0), hub=hub) as old, \
             LiveServer(hub=hub) as restarted:
         async def go():  # type: ignore[no-untyped-def]
             proxy = CuttableProxy(old.port)
-            args = Namespace(url=proxy.url, output=None, file=str(wav), language=None,
+            args = Namespace(url=proxy.url, output=None, file=wav, language=None,
                              session="cut-short", task="transcribe", zh_script=None,
                              token=None, lines=True, speed=0.0)
             run = asyncio.ensure_future(asyncio.to_thread(stream.main, args))
@@ -196,7 +190,7 @@ def test_stream_cut_short_by_a_shutdown_sends_the_rest_to_the_restarted_server(t
     assert "shutdown_incomplete" in stderr or "were not transcribed" in stderr, stderr
     assert accepted >= 2, stderr
     # the summary counts the file once, not the audio said again (before: 86.1 s of 51.2)
-    assert f"-- {len(pcm) / 16000:.1f}s audio in" in stderr, stderr
+    assert f"-- {seconds:.1f}s audio in" in stderr, stderr
     text = " ".join(stdout.split("\n"))
     assert wer(ref, text) <= 0.12, text
     assert longest_missing(normalize(ref), normalize(text)) <= 3, text
