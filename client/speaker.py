@@ -333,9 +333,11 @@ class _Speaker:
                 # did not get is said again after the reconnect (:meth:`_catch_up`)
                 self.sent += len(piece)
                 self.sent_audio.add(piece)
-                # (all that is held comes after this piece; audio said again after a drop is
-                # no further, so the summary and final delays count the source once)
-                self.furthest = max(self.furthest, self.read - self.held.size)
+                # (all that is held comes after this piece, and what ``held`` let go while
+                # disconnected was never sent; audio said again after a drop is no further, so
+                # the summary and final delays count the source once, on the channel's clock)
+                self.furthest = max(self.furthest,
+                                    self.read - self.held.let_go - self.held.size)
                 self.res.sends.append((time.monotonic() - self.t0, self.furthest / self.bps))
                 await ws.send(piece)
         except websockets.ConnectionClosed:

@@ -309,6 +309,8 @@ class ListenConnection:
                 reason = "decode_failed"
             # a cut stream's channel ends where its finals do: what comes after is to be sent
             # again, and a speaker coming back to the same channel reckons from its end
+            if self.cut:  # (finals the flush made of a VAD-confirmed early end decode)
+                self._publish(self.session.events())
             heard = self.session.final_to if self.cut else self.session.audio_seconds
             closed = wire.Closed(reason, heard)
             self.hub.publish(self.transcript, closed)
