@@ -78,11 +78,11 @@ class ServerConfig:
     # ``stream_burst_s`` (pace.py): silence sent flat out costs no decode, only the loop's
     # time, which every other session shares; 0: no limit. File requests are not paced
     max_stream_speed: float = 100.0
+    stream_burst_s: float = 60.0
     # on SIGTERM, open sessions get this long to decode their last words; then the rest is
     # cut short (listen.py ``cut_short``). Under an orchestrator, a little less than its stop
     # grace (Kubernetes 30 s, docker stop 10 s), so that the cut, not SIGKILL, ends them
     drain_timeout_s: float = 60.0
-    stream_burst_s: float = 60.0
     send_timeout_s: float = 10.0  # one message that long unsent: the client is not reading
     # a viewer that answers the server's keepalive ping (uvicorn's, every 20 s) this late is
     # gone (its connection died silently: a laptop asleep, a frozen process) and is dropped,

@@ -96,7 +96,7 @@ class ListenConnection:
 
     def __init__(self, ws: WebSocket, params: wire.ListenParams, engine: Any, hub: Hub,
                  transcript: Transcript, config: ServerConfig, metrics: Metrics,
-                 vad: VadSegmenter | None = None) -> None:
+                 vad: VadSegmenter | None = None, whole_input: bool = False) -> None:
         self.ws, self.params, self.engine, self.hub = ws, params, engine, hub
         self.metrics = metrics
         self.transcript = transcript
@@ -134,18 +134,18 @@ class ListenConnection:
         self._errors: deque[float] = deque()
         self._t0 = time.monotonic()
         self.taken_s = 0.0  # seconds of audio the stream took, over all its connections
-        # how fast its socket is read, whatever the audio is (None: as fast as it comes)
+        # all of its input is at hand (a file request, its length bounded): read flat out, and
+        # a drain lets it read to the end, its deadline deciding
+        self.whole_input = whole_input
+        # how fast a live socket is read, whatever the audio is (None: as fast as it comes)
         self.pace = (IngestPace(config.max_stream_speed, config.stream_burst_s)
-                     if config.max_stream_speed > 0 else None)
+                     if config.max_stream_speed > 0 and not whole_input else None)
         self.conn_start = 0.0  # ... when the current connection began: its time 0
         self._writer: asyncio.Task | None = None
         self._back: asyncio.Future | None = None  # while a dropped speaker may come back
         self._let_go: asyncio.Future | None = None  # a rejoined socket's handler waits on it
         self.may_come_back = False  # the socket went without hanging up on purpose
         self.cut = False  # the server stopped before the last words were decoded
-        # all of its input is at hand (a file request): a drain lets it read to the end, and
-        # its deadline decides
-        self.whole_input = False
         self._pump: asyncio.Task | None = None
 
     def shutdown(self, reason: str = "server_shutdown") -> None:
@@ -188,7 +188,7 @@ class ListenConnection:
         self._t0 = time.monotonic()
         self.greet()
         self._writer = asyncio.create_task(self._write(self.ws, self.outbox))
-        pump = self._pump = asyncio.create_task(self._decode_all())
+        self._pump = asyncio.create_task(self._decode_all())
         ticker = asyncio.create_task(self._status())
         reason = "disconnected"
         try:
@@ -198,11 +198,11 @@ class ListenConnection:
         except asyncio.CancelledError:
             # nobody waits for the rest (a file's client hung up; a shutdown past its grace):
             # the decoder is not kept busy with it, as it was for minutes of a long file
-            pump.cancel()
+            self._pump.cancel()
             raise
         finally:
             try:
-                await self._finish(reason, pump, ticker)
+                await self._finish(reason, self._pump, ticker)
             finally:
                 self._release()
 
@@ -307,11 +307,13 @@ class ListenConnection:
             ticker.cancel()
             if self.decode_failed:
                 reason = "decode_failed"
-            # a cut stream's channel ends where its finals do: what comes after is to be sent
-            # again, and a speaker coming back to the same channel reckons from its end
-            if self.cut:  # (finals the flush made of a VAD-confirmed early end decode)
+            heard = self.session.audio_seconds
+            if self.cut:
+                # (finals the flush made of a VAD-confirmed early end decode)
                 self._publish(self.session.events())
-            heard = self.session.final_to if self.cut else self.session.audio_seconds
+                # its channel ends where its finals do: what comes after is to be sent again,
+                # and a speaker coming back to the same channel reckons from its end
+                heard = self.session.final_to
             closed = wire.Closed(reason, heard)
             self.hub.publish(self.transcript, closed)
             self.hub.end(self.transcript, heard)

@@ -58,6 +58,12 @@ def valid_session_id(session: str) -> bool:
     return SESSION_ID.match(session) is not None
 
 
+def whole_number(text: str) -> int | None:
+    """A query's whole number in ASCII digits, or None: ``int()`` also takes "１６０００",
+    " 16000" and "16_000", which no client means."""
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
 def _t(x: float) -> float:
     """Times travel as seconds rounded to milliseconds."""
     return round(float(x), 3)
@@ -334,11 +340,9 @@ class ListenParams:
     @classmethod
     def from_query(cls, q: Mapping[str, str]) -> ListenParams:
         """Validate the query; raises ProtocolError with a code the client can act on."""
-        raw = q.get("sample_rate", "16000")
-        # (int() also takes "１６０００", " 16000", "+16_000": what no client means)
-        if not (raw.isascii() and raw.isdigit()):
+        rate = whole_number(q.get("sample_rate", "16000"))
+        if rate is None:
             raise ProtocolError("bad_sample_rate", "sample_rate must be an integer")
-        rate = int(raw)
         if not MIN_SAMPLE_RATE <= rate <= MAX_SAMPLE_RATE:
             raise ProtocolError(
                 "bad_sample_rate",

@@ -261,10 +261,8 @@ async def decode_file(server: WhisperWire, token: str | None, audio: np.ndarray,
     if admitted is not None:
         admitted(transcript)
     conn = ListenConnection(_FileSocket(audio), params, server.engine, server.hub,  # type: ignore[arg-type]
-                            transcript, cfg, server.metrics)
+                            transcript, cfg, server.metrics, whole_input=True)
     conn.idle_timeout_s = max(cfg.idle_timeout_s, 3600.0)  # the file never goes quiet
-    conn.pace = None  # its length is bounded (above, and by the upload limit): read flat out
-    conn.whole_input = True
     conn.api = api
     await server.speak(conn)
     if conn.decode_failed:

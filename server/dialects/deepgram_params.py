@@ -69,9 +69,9 @@ def _int(q: Mapping[str, str], key: str, lo: int, hi: int) -> int | None:
     v = q.get(key)
     if v is None:
         return None
-    if not (v.isascii() and v.isdigit()):  # (int() takes "１６０００", " 1", "1_0")
+    n = wire.whole_number(v)
+    if n is None:
         raise ClientError("bad_parameter", f"{key} must be an integer, got {v!r}")
-    n = int(v)
     if not lo <= n <= hi:
         raise ClientError("bad_parameter", f"{key} must be {lo}..{hi}, got {n}")
     return n

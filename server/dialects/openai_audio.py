@@ -217,10 +217,10 @@ async def _stream(server: WhisperWire, token: str | None, audio: Any, lang: str 
             grew.cancel()
         if job.cancelled() or job.exception() is not None:
             exc = None if job.cancelled() else job.exception()
-            code = exc.code if isinstance(exc, ClientError) else "decode_failed"
-            message = exc.message if isinstance(exc, ClientError) else "decoding failed; try again"
-            yield event({"type": "error", "error": {"type": "server_error", "code": code,
-                                                     "message": message}})
+            if not isinstance(exc, ClientError):
+                exc = ClientError("decode_failed", "decoding failed; try again")
+            yield event({"type": "error", "error": {"type": "server_error", "code": exc.code,
+                                                     "message": exc.message}})
             return
         seconds = len(audio) / 16000
         yield event({"type": "transcript.text.done", "text": text, "logprobs": None,
