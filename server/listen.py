@@ -37,6 +37,9 @@ __all__ = ["ListenConnection", "Phase", "VadTap"]
 log = logging.getLogger("whisperwire.server")
 
 MAX_DECODE_FAILURES = 3  # in a row; then the session ends with decode_failed (1011)
+# A frame's audio goes into the session this much at a time, the event loop free between (see
+# ListenConnection.feed)
+FEED_SLICE_S = 1.0
 
 
 class Phase(enum.Enum):
@@ -147,6 +150,7 @@ class ListenConnection:
         self.may_come_back = False  # the socket went without hanging up on purpose
         self.cut = False  # the server stopped before the last words were decoded
         self._pump: asyncio.Task | None = None
+        self._unfed: Any = None  # what feed() left of a long frame, for _feed_rest()
 
     def shutdown(self, reason: str = "server_shutdown") -> None:
         """Stop taking audio and finish like a ``close``: the last words still come."""
@@ -378,6 +382,7 @@ class ListenConnection:
             try:
                 if self._take(msg):
                     return "client_close"
+                await self._feed_rest()
             except ClientError as exc:
                 log.info("session=%s event=client_error code=%s", self.sid, exc.code)
                 self.send(wire.Error(exc.code, exc.message))
@@ -457,9 +462,16 @@ class ListenConnection:
         return False
 
     def feed(self, x: Any) -> None:
-        """Samples at the declared rate into the session (and its VAD)."""
+        """Samples at the declared rate into the session (and its VAD), ``FEED_SLICE_S`` at a
+        time: the rest of a longer frame waits for :meth:`_feed_rest`. Resampling and the VAD
+        run on the event loop every session shares, and one frame may hold minutes (an
+        OpenAI ``append`` of 15 MiB is 230 s): taken whole, it held every other session and
+        ``/healthz`` for 0.4 s, and it went past the stream's pace and backlog limit."""
         if self.decode_failed:
             return  # ending: the session has let its audio go
+        n = max(1, int(self.params.sample_rate * FEED_SLICE_S))
+        if len(x) > n:
+            x, self._unfed = x[:n], x[n:]
         self.metrics.audio_in.inc(len(x) / self.params.sample_rate)
         self.taken_s += len(x) / self.params.sample_rate
         if self.pace is not None:
@@ -467,6 +479,18 @@ class ListenConnection:
         self.session.feed_audio(self.resampler.process(x))
         self.on_vad(self.vad.take())
         self.wake.set()
+
+    async def _feed_rest(self) -> None:
+        """What :meth:`feed` left of a long frame, a slice at a time, with other sessions'
+        work, the pace and the backlog limit between slices, as between frames. A frame
+        already read is taken whole even while the server stops (``_room`` returns then),
+        unless the stream was cut short: its speaker sends again what was not made final."""
+        while self._unfed is not None and not self.cut:
+            rest, self._unfed = self._unfed, None
+            await asyncio.sleep(0)
+            await self._room()
+            self.feed(rest)
+        self._unfed = None
 
     def finalize(self) -> None:
         """Everything heard so far becomes final (the session goes on)."""

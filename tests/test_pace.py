@@ -77,3 +77,37 @@ def test_silence_sent_flat_out_is_read_at_the_stream_pace():
         stop.set()
         sender.join(60)
     assert cfg.stream_burst_s <= taken <= cfg.max_stream_speed * elapsed + cfg.stream_burst_s + 2
+
+
+
+@pytest.mark.timeout(120)
+def test_one_long_append_is_taken_a_second_at_a_time_at_the_stream_pace():
+    """One OpenAI realtime ``append`` of 230 s of silence (14 MiB of base64, under OpenAI's 15
+    MiB per event; our own binary frames stop at 1 MiB). The server resampled it and ran the
+    VAD over it in one go: every other session (and ``/metrics`` here) waited 0.4 s, and it
+    went past the stream's pace. Now it goes in a second at a time, other requests served
+    between, at the pace after the burst."""
+    import base64
+    import json
+
+    cfg = ServerConfig()
+    seconds = 230
+    event = json.dumps({"type": "input_audio_buffer.append",
+                        "audio": base64.b64encode(bytes(seconds * 48000)).decode()})
+    with LiveServer(cfg) as srv, ws_connect(f"{srv.url}/v1/realtime?intent=transcription",
+                                            additional_headers={"Authorization": "Bearer x"},
+                                            compression=None, max_size=None) as ws:
+        ws.recv(timeout=60)  # transcription_session.created
+        t0 = time.monotonic()
+        ws.send(event)
+        seen = []
+        while time.monotonic() - t0 < 60:
+            seen.append((time.monotonic() - t0, _audio_in(srv)))
+            if seen[-1][1] >= seconds:
+                break
+            time.sleep(0.05)
+    between = [taken for _, taken in seen if 1.0 < taken < seconds - 1.0]
+    assert len(between) >= 5, seen[:3] + seen[-3:]
+    assert seen[-1][1] == pytest.approx(seconds)
+    # the burst at once, the rest at the pace (a poll's lateness aside)
+    assert seen[-1][0] >= (seconds - cfg.stream_burst_s) / cfg.max_stream_speed * 0.8, seen[-3:]
