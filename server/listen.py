@@ -470,8 +470,7 @@ class ListenConnection:
         if self.decode_failed:
             return  # ending: the session has let its audio go
         n = max(1, int(self.params.sample_rate * FEED_SLICE_S))
-        if len(x) > n:
-            x, self._unfed = x[:n], x[n:]
+        x, rest = (x[:n], x[n:]) if len(x) > n else (x, None)
         self.metrics.audio_in.inc(len(x) / self.params.sample_rate)
         self.taken_s += len(x) / self.params.sample_rate
         if self.pace is not None:
@@ -479,6 +478,7 @@ class ListenConnection:
         self.session.feed_audio(self.resampler.process(x))
         self.on_vad(self.vad.take())
         self.wake.set()
+        self._unfed = rest  # (only once this slice went in: a failure leaves nothing behind)
 
     async def _feed_rest(self) -> None:
         """What :meth:`feed` left of a long frame, a slice at a time, with other sessions'
