@@ -1,9 +1,10 @@
 """``python -m bench.flood``: does one client sending silence flat out hold up the others?
 
 An OpenAI realtime client sends 14 MiB ``input_audio_buffer.append`` events of digital silence
-(230 s of 24 kHz audio each; permessage-deflate, which the SDK's websockets client negotiates,
-shrinks each to a few KB) back to back for ``SECONDS``, while a prober asks ``/healthz`` every
-100 ms and a speaker streams jfk in real time. Silence costs no decode, so only the stream pace
+(230 s of 24 kHz audio each; where the server accepts permessage-deflate, ``--ws-deflate``, the
+SDK's websockets client shrinks each to 14 KB) back to back for ``SECONDS``, while a prober asks
+``/healthz`` every 100 ms and a speaker streams jfk in real time. The server's RSS is sampled
+every 100 ms, and the slowest probes are kept with when they were asked. Silence costs no decode, so only the stream pace
 (``--max-stream-speed``, server/pace.py) bounds what the flood costs the event loop. Each
 setting runs on a fresh server, in one sitting. Writes bench/results/flood-<name>.json and .md.
 """
@@ -47,9 +48,14 @@ def _flood(url: str, stop: threading.Event) -> None:
             ws.send(event)
 
 
-def _probe(http: str, stop: threading.Event, out: list[float]) -> None:
+def _probe(http: str, stop: threading.Event, out: list[float],
+           at: list[float] | None = None) -> None:
+    """``/healthz`` every 100 ms: each answer's seconds in ``out``, and when each was asked
+    (``time.monotonic()``) in ``at``."""
     with httpx.Client() as c:
         while not stop.is_set():
+            if at is not None:
+                at.append(time.monotonic())
             t = time.perf_counter()
             c.get(f"{http}/healthz")
             out.append(time.perf_counter() - t)
@@ -74,15 +80,25 @@ def _audio_in(http: str) -> float:
                 if ln.startswith("whisperwire_audio_in_seconds_total"))
 
 
-def measure(speed: float) -> dict:
-    with harness.server(extra=("--max-stream-speed", str(speed))) as srv:
+def _rss(pid: int, stop: threading.Event, out: list[float]) -> None:
+    while not stop.is_set():
+        out.append(harness.rss_mib(pid))
+        time.sleep(0.1)
+
+
+def measure(speed: float, extra: tuple[str, ...] = ()) -> dict:
+    with harness.server(extra=("--max-stream-speed", str(speed), *extra)) as srv:
         stop = threading.Event()
+        rss: list[float] = [harness.rss_mib(srv.pid)]
         health: list[float] = []
+        asked: list[float] = []
         quiet: list[float] = []
         _probe_for(srv.http, 3.0, quiet)
         flood = threading.Thread(target=_flood, args=(srv.url, stop), daemon=True)
-        probe = threading.Thread(target=_probe, args=(srv.http, stop, health), daemon=True)
+        probe = threading.Thread(target=_probe, args=(srv.http, stop, health, asked),
+                                 daemon=True)
         t0 = time.monotonic()
+        threading.Thread(target=_rss, args=(srv.pid, stop, rss), daemon=True).start()
         flood.start()
         probe.start()
         time.sleep(2.0)
@@ -91,8 +107,13 @@ def measure(speed: float) -> dict:
         taken, wall = _audio_in(srv.http), time.monotonic() - t0
         stop.set()
         probe.join(10)
-    return {"max_stream_speed": speed, "seconds": wall, "audio_taken_s": taken,
+    return {"max_stream_speed": speed, "server_args": list(extra), "seconds": wall,
+            "audio_taken_s": taken, "rss_mib": {"before": round(rss[0]), "peak": round(max(rss))},
             "healthz_quiet_ms": _ms(quiet), "healthz_ms": _ms(health),
+            # the slowest answers, and when they were asked (s from the flood's start; the
+            # speaker starts at 2 s): what holds the loop, and whether it comes once or again
+            "healthz_slowest": [{"at_s": round(a - t0, 2), "ms": round(1e3 * x, 1)} for x, a in
+                                sorted(zip(health, asked), reverse=True)[:5]],
             "speaker_final_s": {"p50": round(statistics.median(finals), 2),
                                 "max": round(max(finals), 2), "n": len(finals)}}
 
@@ -114,26 +135,41 @@ def markdown(name: str, o: dict) -> str:
              f"An OpenAI realtime client sends 230 s `append` events of digital silence flat out "
              f"for {SECONDS:.0f} s; `/healthz` every 100 ms; jfk streamed in real time from 2 s "
              f"in. {harness.cpu_name(o['machine'])}.", "",
-             "| --max-stream-speed | audio read (s) | × real time | /healthz quiet p50 ms | "
-             "/healthz p50 ms | p95 ms | max ms | jfk final p50 s | max s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| --max-stream-speed | server flags | audio read (s) | × real time | "
+             "/healthz quiet p50 ms | /healthz p50 ms | p95 ms | max ms | jfk final p50 s | "
+             "max s | server RSS before / peak MiB |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in o["runs"]:
         h = r["healthz_ms"]
-        lines.append(f"| {r['max_stream_speed']:g} | {r['audio_taken_s']:.0f} | "
+        lines.append(f"| {r['max_stream_speed']:g} | {' '.join(r['server_args']) or '–'} | "
+                     f"{r['audio_taken_s']:.0f} | "
                      f"{r['audio_taken_s'] / r['seconds']:.0f} | {r['healthz_quiet_ms']['p50']} | "
                      f"{h['p50']} | {h['p95']} | {h['max']} | {r['speaker_final_s']['p50']} | "
-                     f"{r['speaker_final_s']['max']} |")
+                     f"{r['speaker_final_s']['max']} | {r['rss_mib']['before']} / "
+                     f"{r['rss_mib']['peak']} |")
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.flood", description=__doc__)
     p.add_argument("--speeds", default="0,100", help="--max-stream-speed values (0: none)")
+    p.add_argument("--server-arg", action="append", default=[],
+                   help="one more flag for every server (repeatable); with --alternate, the "
+                        "runs alternate between with and without them")
+    p.add_argument("--alternate", type=int, default=0,
+                   help="this many pairs of runs, without and with --server-arg, per speed")
     p.add_argument("--name", default="flood")
     p.add_argument("--out", type=Path, default=harness.RESULTS)
     a = p.parse_args(argv)
-    o = {"machine": harness.machine(),
-         "runs": [measure(float(s)) for s in a.speeds.split(",")]}
+    extra = tuple(a.server_arg)
+    runs = []
+    for s in a.speeds.split(","):
+        if a.alternate:
+            for _ in range(a.alternate):
+                runs += [measure(float(s)), measure(float(s), extra)]
+        else:
+            runs.append(measure(float(s), extra))
+    o = {"machine": harness.machine(), "runs": runs}
     harness.save_results(a.out, a.name, o, markdown(a.name, o))
     print(markdown(a.name, o))
     return 0

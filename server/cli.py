@@ -111,6 +111,7 @@ def _config(args: argparse.Namespace, auth):  # type: ignore[no-untyped-def]
         rejoin_grace_s=args.rejoin_grace,
         max_session_s=args.max_session_hours * 3600,
         max_stream_speed=args.max_stream_speed,
+        ws_deflate=args.ws_deflate,
         drain_timeout_s=args.drain_timeout,
         transcript_retention_s=args.retention_minutes * 60,
         allowed_origins=tuple(args.allow_origin),
@@ -318,6 +319,9 @@ def _access_flags(g) -> None:  # type: ignore[no-untyped-def]
                    default=ServerConfig.max_stream_speed,
                    help="a live stream is read at most this many times faster than real time, "
                         "after a burst of a minute of audio (0: no limit)")
+    g.add_argument("--ws-deflate", action="store_true",
+                   help="accept WebSocket permessage-deflate (off: a client's deflated audio "
+                        "is inflated many messages per socket read, on the event loop)")
     g.add_argument("--retention-minutes", type=float, default=60.0,
                    help="how long a transcript stays after its last speaker ends")
     g.add_argument("--drain-timeout", type=_pace, default=ServerConfig.drain_timeout_s,

@@ -4,8 +4,9 @@ Three things uvicorn does not do on its own: finish every open session before th
 on SIGTERM; let go of connections that never finish their request headers (uvicorn only times
 out idle keep-alive connections *after* a first response, so a silent or slowloris socket is
 kept for ever); and read frames a little past the app's own limit so the app can answer them
-with ``message_too_large`` instead of the transport cutting them off with 1009. All of it is
-read from the app's :class:`~.app.ServerConfig`, so tests and ``serve`` behave the same.
+with ``message_too_large`` instead of the transport cutting them off with 1009. And one thing
+it does that the server declines: permessage-deflate (``ServerConfig.ws_deflate``). All of it
+is read from the app's :class:`~.app.ServerConfig`, so tests and ``serve`` behave the same.
 """
 
 from __future__ import annotations
@@ -113,6 +114,7 @@ def graceful_server(app: Any, **kw: Any) -> Any:
     config = getattr(app.state, "config", None)
     if config is not None:
         kw.setdefault("ws_max_size", config.max_frame_bytes)
+        kw.setdefault("ws_per_message_deflate", config.ws_deflate)
         if config.handshake_timeout_s > 0:
             kw["http"] = handshake_deadline(kw.get("http", "auto"), config.handshake_timeout_s)
 

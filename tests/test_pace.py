@@ -111,3 +111,20 @@ def test_one_long_append_is_taken_a_second_at_a_time_at_the_stream_pace():
     assert seen[-1][1] == pytest.approx(seconds)
     # the burst at once, the rest at the pace (a poll's lateness aside)
     assert seen[-1][0] >= (seconds - cfg.stream_burst_s) / cfg.max_stream_speed * 0.8, seen[-3:]
+
+
+@pytest.mark.timeout(60)
+def test_permessage_deflate_is_declined_unless_asked_for():
+    """uvicorn inflates every message one socket read holds, whether the app reads them yet or
+    not: deflated 14 MiB appends of silence (14 KB each on the wire) came 18 to a read, 0.5-0.8
+    s of the event loop every session shares and hundreds of MiB queued for a session paced to
+    one append in 2.3 s (bench.flood). So the server declines the extension the clients offer
+    (websockets, the OpenAI and Deepgram SDKs, browsers) unless ``ws_deflate`` asks for it."""
+    offered = {}
+    for deflate in (False, True):
+        with LiveServer(ServerConfig(ws_deflate=deflate)) as srv, \
+                ws_connect(f"{srv.url}/v1/listen", compression="deflate") as ws:
+            offered[deflate] = ws.response.headers.get("Sec-WebSocket-Extensions")
+            ws.recv(timeout=60)  # ready: the session works either way
+    assert offered[False] is None
+    assert "permessage-deflate" in (offered[True] or "")
