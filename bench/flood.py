@@ -2,7 +2,7 @@
 
 An OpenAI realtime client sends 14 MiB ``input_audio_buffer.append`` events of digital silence
 (230 s of 24 kHz audio each; where the server accepts permessage-deflate, ``--ws-deflate``, the
-SDK's websockets client shrinks each to 14 KB) back to back for ``SECONDS``, while a prober asks
+websockets client here shrinks each to 14 KB; the OpenAI SDK itself offers no compression) back to back for ``SECONDS``, while a prober asks
 ``/healthz`` every 100 ms and a speaker streams jfk in real time. The server's RSS is sampled
 every 100 ms, and the slowest probes are kept with when they were asked. Silence costs no decode, so only the stream pace
 (``--max-stream-speed``, server/pace.py) bounds what the flood costs the event loop. Each

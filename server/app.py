@@ -55,11 +55,11 @@ class ServerConfig:
     # Frames up to this size are read and refused with ``message_too_large``; larger ones the
     # WebSocket layer cuts off with close 1009 (``whisperwire serve`` sets uvicorn's ws_max_size)
     max_frame_bytes: int = 16 << 20
-    # permessage-deflate on WebSockets (``whisperwire serve`` sets uvicorn's): off, because
-    # uvicorn inflates every message one socket read holds, read-ahead or not: a client
-    # sending deflated 14 MiB appends of silence (14 KB each on the wire) had 18 of them
-    # inflated in one read, 0.5-0.8 s of the loop every session shares and hundreds of MiB
-    # queued for a session that takes one per 2.3 s. PCM barely compresses anyway
+    # permessage-deflate on WebSockets (``whisperwire serve`` sets uvicorn's; Ray Serve's proxy
+    # keeps its own, on): off, because uvicorn inflates every message one socket read holds,
+    # read ahead or not: a client sending deflated 14 MiB appends of silence (14 KB each on
+    # the wire) had ~18 inflated in one read, 0.55 s of the loop every session shares, for a
+    # session that takes one per 2.3 s (bench.flood). PCM barely compresses anyway
     ws_deflate: bool = False
     # A connection has this long to send its request headers (a WebSocket: its upgrade) after
     # connecting; idle and slowloris connections are closed (``whisperwire serve`` only)

@@ -116,10 +116,11 @@ def test_one_long_append_is_taken_a_second_at_a_time_at_the_stream_pace():
 @pytest.mark.timeout(60)
 def test_permessage_deflate_is_declined_unless_asked_for():
     """uvicorn inflates every message one socket read holds, whether the app reads them yet or
-    not: deflated 14 MiB appends of silence (14 KB each on the wire) came 18 to a read, 0.5-0.8
-    s of the event loop every session shares and hundreds of MiB queued for a session paced to
-    one append in 2.3 s (bench.flood). So the server declines the extension the clients offer
-    (websockets, the OpenAI and Deepgram SDKs, browsers) unless ``ws_deflate`` asks for it."""
+    not: deflated 14 MiB appends of silence (14 KB each on the wire) came ~18 to a read, 0.55 s
+    of the event loop every session shares, for a session paced to one append in 2.3 s
+    (bench.flood). So uvicorn under ``serve`` (not Ray Serve's proxy) declines the extension
+    that websockets clients, the Deepgram SDK and browsers offer, unless ``ws_deflate`` asks
+    for it."""
     offered = {}
     for deflate in (False, True):
         with LiveServer(ServerConfig(ws_deflate=deflate)) as srv, \
