@@ -21,14 +21,19 @@ def pcm_to_float(data: bytes, encoding: str) -> np.ndarray:
     if encoding == "pcm_s16le":
         if len(data) % 2:
             raise AudioError("bad_audio", "pcm_s16le frame length must be a multiple of 2 bytes")
-        return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
+        # one new array, scaled in place (by 2**-15: exactly the division): an OpenAI append of
+        # 230 s took 9.5 ms with a second array, 2.5 ms so; under a flood, with its pages
+        # touched for the first time, the loop was seen held 0.19 s here
+        x = np.frombuffer(data, dtype="<i2").astype(np.float32)
+        x *= 1.0 / 32768.0
+        return x
     if encoding == "pcm_f32le":
         if len(data) % 4:
             raise AudioError("bad_audio", "pcm_f32le frame length must be a multiple of 4 bytes")
         x = np.frombuffer(data, dtype="<f4").astype(np.float32)
         if not np.isfinite(x).all():
             raise AudioError("bad_audio", "pcm_f32le audio contains NaN or Inf")
-        return np.clip(x, -1.0, 1.0)
+        return np.clip(x, -1.0, 1.0, out=x)
     raise AudioError("bad_encoding", f"unknown encoding {encoding!r}")
 
 
