@@ -79,7 +79,6 @@ def test_silence_sent_flat_out_is_read_at_the_stream_pace():
     assert cfg.stream_burst_s <= taken <= cfg.max_stream_speed * elapsed + cfg.stream_burst_s + 2
 
 
-
 @pytest.mark.timeout(120)
 def test_one_long_append_is_taken_a_second_at_a_time_at_the_stream_pace():
     """One OpenAI realtime ``append`` of 230 s of silence (14 MiB of base64, under OpenAI's 15
