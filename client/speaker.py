@@ -159,6 +159,7 @@ class _Speaker:
                 with contextlib.suppress(RuntimeError):
                     await aclose()
         if self.held.let_go:
+            self.res.unsent_s = self.held.let_go / self.bps
             self.say(f"{self.held.let_go / self.bps:.1f} s of audio heard while disconnected "
                      f"were not sent (at most {self.held.max_bytes / self.bps:.0f} s is held)")
         return self.res

@@ -38,6 +38,7 @@ class StreamResult:
     close_code: int | None = None  # how the server closed the socket (None: never closed)
     close_reason: str = ""
     gave_up: bool = False  # the client stopped trying (and said why): no closed is coming
+    unsent_s: float = 0.0  # audio heard while disconnected, past what is held, never sent
 
     @property
     def finals(self) -> list[wire.Final]:
@@ -246,7 +247,7 @@ ENDED_EARLY = {
 def finish(res: StreamResult, url: str, output: str | None) -> int:
     """After a speaker's stream: say how it ended if it ended badly (the printer has already
     shown the server's errors), save ``output`` whatever happened, and return the exit status:
-    0 when the server closed the session normally, 1 otherwise."""
+    0 when the server closed the session normally and all the audio was sent, 1 otherwise."""
     status = 0
     closed = res.of_type(wire.Closed)
     # (``shutdown_incomplete`` comes with a drop the speaker came back from, sending the
@@ -264,6 +265,8 @@ def finish(res: StreamResult, url: str, output: str | None) -> int:
         print(f"whisperwire: the server at {url} ended the connection before the session "
               f"closed ({how}{': ' + res.close_reason if res.close_reason else ''})",
               file=sys.stderr)
+        status = 1
+    if res.unsent_s > 0:  # words were lost (the speaker said how much audio)
         status = 1
     if output and res.of_type(wire.Ready):  # a refused session leaves an old file alone
         held = write_output(output, res.finals, res.of_type(wire.Ready)[0].session)

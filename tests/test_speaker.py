@@ -311,3 +311,19 @@ def test_a_file_flat_out_stops_at_the_first_ctrl_c_where_the_sending_is():
     assert got == list(range(len(got))), "in order, none lost or twice"
     assert len(got) < n // 2, len(got)  # (what the sockets' buffers held when it came)
     assert res.of_type(wire.Closed) and not res.gave_up
+
+
+@pytest.mark.timeout(60)
+def test_audio_let_go_while_disconnected_fails_the_command():
+    """Speech heard while the server was out of reach for longer than the held audio's bound
+    is lost: the command said so, and still exited 0 as if every word had arrived."""
+    from whisperwire.client.stream import finish
+
+    async def gone(s, ws, got) -> None:  # type: ignore[no-untyped-def]
+        ws.transport.abort()
+
+    s = StandIn(drop_after(5), gone, gone, serve_to_the_end)
+    res, shown, said = asyncio.run(s.run(mic(60), held_max_s=0.3, waits_s=(0.3,) * 6))
+    assert any("were not sent" in x for x in said), said
+    assert res.unsent_s > 0.5
+    assert finish(res, "ws://127.0.0.1:1", None) == 1
