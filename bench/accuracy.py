@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from whisperwire.client.stream import StreamResult
+from whisperwire.server.wire_rules import violations
 
 from . import analysis, harness
 from .corpus import SPEECH, read16k, references
@@ -145,6 +146,8 @@ def run(name: str, modes: list[str], parallel: int, threads: int, only: str | No
             text = res.text
             e = errors(score_units(it.reference, it.language), score_units(text, it.language))
             e["text"] = text
+            e["protocol"] = violations([m for _, _, m in res.messages],
+                                       res.sends[-1][1] if res.sends else None)
             if mode == "realtime" and it.language == "en":
                 e["latency"] = latency(res, word_ends(it, threads))
             out["files"][it.name][mode] = e
@@ -186,7 +189,19 @@ def markdown(out: dict, modes: list[str]) -> str:
         lines.append(f"| {name} | {f['seconds']:.0f} | {off:.1f} | " + " | ".join(cells) + " |")
     means = " | ".join(f"{np.mean(tot[m]):.1f}" if tot[m] else "–" for m in modes)
     lines.append(f"| **mean** | | {np.mean(tot['offline']):.1f} | {means} |")
-    return "\n".join(lines + latency_table(out)) + "\n"
+    return "\n".join(lines + protocol_lines(out, modes) + latency_table(out)) + "\n"
+
+
+def protocol_lines(out: dict, modes: list[str]) -> list[str]:
+    """Which streams broke a rule of the protocol (server/wire_rules.py), and the first one."""
+    broke = [(name, mode, f[mode]["protocol"]) for name, f in out["files"].items()
+             for mode in modes if f.get(mode, {}).get("protocol")]
+    checked = sum(1 for f in out["files"].values() for mode in modes
+                  if "protocol" in f.get(mode, {}))
+    if not broke:
+        return ["", f"Protocol (server/wire_rules.py): all {checked} streams kept every rule."]
+    return ["", f"Protocol (server/wire_rules.py): {len(broke)} of {checked} streams broke a "
+            "rule:", ""] + [f"- {name} {mode}: {v[0]} ({len(v)} in all)" for name, mode, v in broke]
 
 
 def latency_table(out: dict) -> list[str]:

@@ -43,6 +43,7 @@ def evaluate(rec: harness.RunRecord, refs: list[tuple[list, str]], seconds: list
     """Figures of one run; client i streamed recording ``i % len(refs)`` (its offline words
     and reference text in ``refs``, its length in ``seconds``, its offline WER)."""
     from whisperwire.server.wer import wer
+    from whisperwire.server.wire_rules import violations
 
     per = []
     fin_all, par_all = [], []
@@ -64,6 +65,8 @@ def evaluate(rec: harness.RunRecord, refs: list[tuple[list, str]], seconds: list
             "matched_words": lat.matched,
             "reference_words": lat.reference,
             "tail_delivered": analysis.normalize(res.text)[-2:] == analysis.normalize(reference)[-2:],
+            "protocol": violations([m for _, _, m in res.messages],
+                                   res.sends[-1][1] if res.sends else None)[:5],
         })
     n = len(rec.streams)
     audio_s = sum(seconds[i % len(seconds)] for i in range(n))
@@ -77,6 +80,7 @@ def evaluate(rec: harness.RunRecord, refs: list[tuple[list, str]], seconds: list
         "streams": n,
         "meets_latency_rule": ok,
         "refused": refused,
+        "broke_protocol": sum(bool(p["protocol"]) for p in per),
         "final": analysis.percentiles(fin_all),
         "partial": analysis.percentiles(par_all),
         "wer_median": float(np.median([p["wer"] for p in per])),
@@ -261,6 +265,13 @@ def markdown(out: dict) -> str:
     lines += [_row(r) for r in out["runs"]]
     lines += [f"{r['streams']} streams: {r['refused']} refused (the server's --max-sessions)"
               for r in out["runs"] if r.get("refused")]
+    lines += [f"{r['streams']} streams: {r['broke_protocol']} broke a rule of the protocol "
+              "(server/wire_rules.py), e.g. " + next(p["protocol"][0] for p in r["per_stream"]
+                                                      if p["protocol"])
+              for r in out["runs"] if r.get("broke_protocol")]
+    if out["runs"] and not any(r.get("broke_protocol") for r in out["runs"]) \
+            and all("broke_protocol" in r for r in out["runs"]):
+        lines.append("Every stream of every run kept the protocol's rules (server/wire_rules.py).")
     lines += ["", f"Capacity (every stream final p95 ≤ {FINAL_P95_LIMIT} s, lag not growing): "
               f"**{out['capacity']}** streams."]
     if "silence_noise_words" in out:

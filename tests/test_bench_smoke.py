@@ -124,7 +124,8 @@ def test_a_mixed_run_scores_each_stream_against_its_own_recording():
     def stream(text: str) -> StreamResult:
         ws = tuple(wire.Word(" " + w, 0.4 * j, 0.4 * (j + 1), 0.9)
                    for j, w in enumerate(text.split()))
-        return StreamResult(messages=[(5.0, 5.0, wire.Final(0, text, 0.0, ws[-1].end, ws))],
+        return StreamResult(messages=[(0.0, 0.0, wire.Ready("s", "m", "cpu", "int8", 16000)),
+                                      (5.0, 5.0, wire.Final(0, text, 0.0, ws[-1].end, ws))],
                             sends=[(0.1 * k, 0.1 * k) for k in range(100)])
 
     # five streams: recordings 0, 1, 2, 0, 1; the fifth misses a word of recording 1
@@ -144,6 +145,7 @@ def test_a_mixed_run_scores_each_stream_against_its_own_recording():
                    for k, (x, w) in enumerate(zip(seconds, [0.0, 0.25, 0.5]))]}
     md = cli.markdown(out)
     assert "stream i plays recording i mod 3" in md and "| 5 |" in md
+    assert r["broke_protocol"] == 0 and "kept the protocol's rules" in md
     assert json.loads(json.dumps(out))["runs"][0]["per_stream"][4]["recording"] == 1
 
 
@@ -167,6 +169,10 @@ def test_a_refused_stream_fails_the_latency_rule_and_is_named():
            "max_batch": 8, "server_args": [], "capacity": 0, "runs": [r],
            "offline": {"wer": 0.0, "text": "", "cpu_s_per_audio_s": 0.05}}
     assert "2 streams: 1 refused" in cli.markdown(out)
+    # (and the stream that was heard got no ``ready`` first: a broken rule, named)
+    assert r["broke_protocol"] == 1
+    assert "2 streams: 1 broke a rule of the protocol (server/wire_rules.py), e.g. first " \
+           "message is final, not ready" in cli.markdown(out)
 
 
 @pytest.mark.timeout(120)

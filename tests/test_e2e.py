@@ -15,6 +15,7 @@ from whisperwire.client.stream import StreamResult, stream_pcm
 from whisperwire.server import wire
 from whisperwire.server.audio import Resampler
 from whisperwire.server.wer import normalize, wer
+from whisperwire.server.wire_rules import violations
 
 pytestmark = pytest.mark.e2e
 
@@ -46,6 +47,7 @@ def check_finals_well_formed(res: StreamResult) -> None:
         assert x.words and x.words[0].start >= x.start - 1e-6 and x.words[-1].end <= x.end + 1e-6
     assert isinstance(res.messages[0][2], wire.Ready)
     assert isinstance(res.messages[-1][2], wire.Closed)
+    assert violations([m for _, _, m in res.messages], res.sends[-1][1]) == []
 
 
 @pytest.fixture(scope="module")
