@@ -38,8 +38,8 @@ from .deepgram_params import DeepgramOptions, parse_options
 if TYPE_CHECKING:
     from ..app import WhisperWire
 
-__all__ = ["DeepgramConnection", "alternative", "error_body", "iso_time", "listen_live", "model_info",
-           "model_uuid"]
+__all__ = ["DeepgramConnection", "alternative", "containerized", "error_body", "iso_time",
+           "listen_live", "model_info", "model_uuid"]
 
 log = logging.getLogger("whisperwire.server")
 
@@ -58,6 +58,22 @@ def model_uuid(name: str) -> str:
 
 def model_info(engine: Any) -> dict[str, str]:
     return {"name": engine.model_name, "version": "whisperwire", "arch": "whisper"}
+
+
+def containerized(data: bytes) -> bool:
+    """Whether a file's bytes start as a container or a compressed stream does (WAV, Ogg,
+    FLAC, WebM, CAF, AIFF, MP4, MP3), which Deepgram reads as such whatever ``encoding`` says.
+    Raw PCM may start like an MPEG frame header by chance: the caller reads it raw if FFmpeg
+    cannot."""
+    head = data[:12]
+    if head[:4] in _CONTAINERS or head[:4] in (b"RIFF", b"RF64", b"FORM") \
+            or head[:3] == b"ID3" or head[4:8] == b"ftyp":
+        return True
+    if len(head) < 3 or head[0] != 0xFF or head[1] & 0xE0 != 0xE0:
+        return False
+    version, layer = head[1] >> 3 & 3, head[1] >> 1 & 3
+    bitrate, rate = head[2] >> 4, head[2] >> 2 & 3
+    return version != 1 and layer != 0 and bitrate not in (0, 15) and rate != 3
 
 
 def error_body(exc: ClientError, request_id: str) -> tuple[int, dict[str, str]]:

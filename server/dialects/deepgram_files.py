@@ -20,7 +20,8 @@ from ..errors import ClientError, retry_after
 from ..text import join_texts, join_units
 from .common import (ClientGone, FileResult, check_speaker, decode_file, g711_to_float,
                      load_media, off_loop, speaker_token, while_awaited)
-from .deepgram import MAX_FILE_BYTES, alternative, error_body, iso_time, model_info, model_uuid
+from .deepgram import (MAX_FILE_BYTES, alternative, containerized, error_body, iso_time,
+                       model_info, model_uuid)
 from .deepgram_params import DeepgramOptions, parse_options
 
 if TYPE_CHECKING:
@@ -51,8 +52,7 @@ async def listen_file(server: WhisperWire, request: Request) -> Response:
             raise ClientError("unsupported_parameter", "fetching audio from a URL is not "
                               "supported; POST the audio bytes instead")
         data = await _body(request, MAX_FILE_BYTES)
-        audio = (await off_loop(_raw_audio, data, opts, server.config.max_session_s)
-                 if "encoding" in q else await load_media(data, server.config.max_session_s))
+        audio = await _audio(data, opts, "encoding" in q, server.config.max_session_s)
         created = datetime.datetime.now(datetime.timezone.utc)
         res = await while_awaited(request.receive, decode_file(
             server, token, audio, language=opts.params.language, prompt=opts.params.prompt,
@@ -65,6 +65,21 @@ async def listen_file(server: WhisperWire, request: Request) -> Response:
         return JSONResponse(body, status_code=status, headers=retry_after(exc.code))
     body = prerecorded(server.engine, res, opts, created, hashlib.sha256(data).hexdigest())
     return JSONResponse(body, headers={"dg-request-id": res.session})
+
+
+async def _audio(data: bytes, opts: DeepgramOptions, raw: bool, max_seconds: float) -> Any:
+    """The file's samples. With ``encoding`` the bytes are raw audio, unless they are a
+    container (Deepgram's own example posts an MP3 with ``encoding=linear16``, and Deepgram
+    reads the MP3: taken for PCM, it was 2 s of noise and an empty transcript); raw audio
+    whose first bytes only look like a container's is still read raw."""
+    if raw and not containerized(data):
+        return await off_loop(_raw_audio, data, opts, max_seconds)
+    try:
+        return await load_media(data, max_seconds)
+    except ClientError as exc:
+        if not raw or exc.code != "bad_file":
+            raise
+        return await off_loop(_raw_audio, data, opts, max_seconds)
 
 
 def _raw_audio(data: bytes, opts: DeepgramOptions, max_seconds: float) -> Any:
