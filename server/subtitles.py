@@ -14,8 +14,8 @@ import json
 from dataclasses import dataclass
 from typing import Iterable
 
-from .text import (display_width, finals_text, join_units,
-                   split_units, wrap_units)
+from .text import (display_width, finals_text, glue_piece, is_piece, join_units,
+                   split_units, whole_words, wrap_units)
 from .wire import Final, Word
 
 __all__ = ["Cue", "CueOptions", "at_turns", "cues", "to_json", "to_srt", "to_txt", "to_vtt"]
@@ -90,8 +90,11 @@ def cues(finals: Iterable[Final], opt: CueOptions | None = None) -> list[Cue]:
 
     for f in finals:
         words = list(f.words) or [Word(" " + f.text, f.start, f.end, 1.0)]
-        for w in (u for word in words for u in _units(word, opt.max_chars)):
+        for w in (u for word in whole_words(words) for u in _units(word, opt.max_chars)):
             if not w.word.strip():
+                continue
+            if cur and is_piece(cur[-1], w):  # (a word Whisper split across two finals)
+                cur[-1] = glue_piece(cur[-1], w)
                 continue
             while cur and not fits(cur + [w]):
                 emit(_break_at(cur))

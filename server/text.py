@@ -20,8 +20,9 @@ from typing import Iterable, Sequence
 from .wire import ZH_SCRIPTS, Word
 
 __all__ = ["ZH_SCRIPTS", "append_piece", "cer", "cer_tokens", "convert_words", "display_width",
-           "finals_text", "glued", "is_unspaced", "join_texts", "join_units", "needs_space", "script_for", "split_units", "split_words",
-           "tidy", "to_script", "wrap_units"]
+           "finals_text", "glue_piece", "glued", "is_piece", "is_unspaced", "join_texts", "join_units",
+           "needs_space", "script_for", "split_units", "split_words", "tidy", "to_script",
+           "whole_words", "wrap_units"]
 
 _OPENCC = {"simplified": "t2s", "traditional": "s2t"}
 
@@ -90,6 +91,31 @@ def glued(words: Sequence[Word]) -> bool:
     leading space where the rules would put one (Whisper split a word across two finals:
     "Cost" | "as", "Wi" | "-Fi")."""
     return bool(words) and not words[0].word[:1].isspace()
+
+
+def is_piece(before: Word, word: Word) -> bool:
+    """Whether ``word`` is the rest of ``before`` (one word Whisper wrote in pieces: "t"
+    "-shirt.", "mid" "-year", "Wi" "-Fi"): no leading space where the rules would put one."""
+    return not word.word[:1].isspace() and needs_space(before.word, word.word)
+
+
+def glue_piece(before: Word, piece: Word) -> Word:
+    """One word of ``before`` and its ``piece``: their span, and the less sure of the two."""
+    return Word(before.word + piece.word.strip(), before.start, max(before.end, piece.end),
+                min(before.probability, piece.probability))
+
+
+def whole_words(words: Iterable[Word]) -> list[Word]:
+    """Words as a reader counts them: each piece glued to the word it belongs to. Lists of
+    words that clients read (API word lists, subtitle lines) are made of these; the streaming
+    core keeps Whisper's pieces, which it needs to place forced prefixes by token."""
+    out: list[Word] = []
+    for w in words:
+        if out and is_piece(out[-1], w):
+            out[-1] = glue_piece(out[-1], w)
+        else:
+            out.append(w)
+    return out
 
 
 def append_piece(text: str, piece: str, glue: bool = False) -> str:

@@ -89,6 +89,10 @@ def test_models_and_errors(live_server):
         oa.audio.transcriptions.create(file=("a.wav", wav_bytes(load16k("LJ001-0002.wav"))),
                                        model="whisper-1", temperature=5)
     assert err.value.body["code"] == "bad_temperature"
+    # OpenAI requires ``model`` (any name does here); a request without one was answered
+    r = httpx.post(f"{live_server.http}/v1/audio/transcriptions",
+                   files={"file": ("a.wav", wav_bytes(load16k("LJ001-0002.wav")))})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "model", r.text
     with pytest.raises(openai.APIStatusError) as err:
         oa.audio.transcriptions.create(file=("big.wav", b"\0" * (26 << 20)), model="whisper-1")
     assert err.value.status_code == 413 and "Maximum content size" in err.value.message

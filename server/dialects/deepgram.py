@@ -29,7 +29,7 @@ from ..errors import ClientError, retry_after
 from ..audio import Resampler
 from ..listen import ListenConnection
 from ..vad import SpeechEnd, SpeechStart, VadSegmenter, webrtc_classifier
-from ..text import join_texts, needs_space
+from ..text import join_texts, whole_words
 from ..wer import normalize
 from .common import (g711_to_float, speaker_token)
 from .deepgram_gaps import Gaps
@@ -83,7 +83,8 @@ def error_body(exc: ClientError, request_id: str) -> tuple[int, dict[str, str]]:
 
 
 def _word(w: wire.Word, punctuate: bool) -> dict[str, Any]:
-    plain = " ".join(normalize(w.word)) or w.word.strip()
+    # one word, never a space inside: "t-shirt." is "t-shirt", "U.S." is "us"
+    plain = ("-" if "-" in w.word else "").join(normalize(w.word)) or w.word.strip()
     out = {"word": plain, "start": round(w.start, 3), "end": round(w.end, 3),
            "confidence": round(w.probability, 4)}
     if punctuate:
@@ -100,17 +101,8 @@ def _whole(words: list[wire.Word], punctuate: bool) -> list[wire.Word]:
     """Deepgram's words: pieces of one word glued back (in a Chinese session our units are
     characters, and a Latin word among them comes as its tokens: "W" "i" "Fi"), and, without
     ``punctuate``, no word that is punctuation marks only ("。")."""
-    out: list[wire.Word] = []
-    for w in words:
-        core = w.word.strip()
-        if not punctuate and core and set(core) <= _MARKS:
-            continue
-        if out and not w.word[:1].isspace() and needs_space(out[-1].word, w.word):
-            p = out[-1]
-            out[-1] = wire.Word(p.word + core, p.start, w.end, min(p.probability, w.probability))
-        elif core:
-            out.append(w)
-    return out
+    return [w for w in whole_words(words) if w.word.strip()
+            and (punctuate or not set(w.word.strip()) <= _MARKS)]
 
 
 def alternative(words: list[wire.Word], text: str, punctuate: bool) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, Response
 from .. import wire
 from ..audio import Resampler
 from ..errors import ClientError, retry_after
-from ..text import join_texts, join_units
+from ..text import glue_piece, is_piece, join_texts, join_units
 from .common import (ClientGone, FileResult, check_speaker, decode_file, g711_to_float,
                      load_media, off_loop, speaker_token, while_awaited)
 from .deepgram import (MAX_FILE_BYTES, alternative, containerized, error_body, iso_time,
@@ -124,10 +124,15 @@ def prerecorded(engine: Any, res: FileResult, opts: DeepgramOptions,
 
 def _turns(finals: list[wire.Final], split_s: float) -> list[list[wire.Word]]:
     """Words grouped into utterances: a pause of ``split_s`` (Deepgram's ``utt_split``) or the
-    end of one of our utterances ends one."""
+    end of one of our utterances ends one. Words are whole (:func:`.text.whole_words`): a
+    piece goes on its word, even across finals."""
     turns: list[list[wire.Word]] = [[]]
     for f in finals:
         for w in f.words:
+            last = turns[-1] or (turns[-2] if len(turns) > 1 else [])
+            if last and is_piece(last[-1], w):
+                last[-1] = glue_piece(last[-1], w)
+                continue
             if turns[-1] and w.start - turns[-1][-1].end >= split_s:
                 turns.append([])
             turns[-1].append(w)
@@ -137,22 +142,27 @@ def _turns(finals: list[wire.Final], split_s: float) -> list[list[wire.Word]]:
 
 
 def _paragraphs(turns: list[list[wire.Word]], punctuate: bool) -> dict[str, Any]:
-    paras = []
+    """Deepgram's paragraphs: sentences, found by their punctuation, and a new paragraph
+    where a sentence ends at a pause that ends an utterance (``turns``); never inside a
+    sentence (jfk's one sentence, said in three utterances, was three paragraphs)."""
+    groups: list[list[list[wire.Word]]] = [[]]  # paragraphs of sentences of words
+    cur: list[wire.Word] = []
     for t in turns:
-        sentences, cur = [], []
         for w in t:
             cur.append(w)
             if w.word.rstrip().endswith((".", "?", "!", "。", "？", "！")):
-                sentences.append(cur)
+                groups[-1].append(cur)
                 cur = []
-        if cur:
-            sentences.append(cur)
-        paras.append({
-            "sentences": [{"text": alternative(s, "".join(w.word for w in s),
-                                               punctuate)["transcript"],
-                           "start": round(s[0].start, 3), "end": round(s[-1].end, 3)}
-                          for s in sentences],
-            "speaker": 0, "num_words": len(t), "start": round(t[0].start, 3),
-            "end": round(t[-1].end, 3)})
+        if not cur and groups[-1]:
+            groups.append([])
+    if cur:
+        groups[-1].append(cur)
+    paras = [{
+        "sentences": [{"text": alternative(s, "".join(w.word for w in s), punctuate)["transcript"],
+                       "start": round(s[0].start, 3), "end": round(s[-1].end, 3)}
+                      for s in sentences],
+        "speaker": 0, "num_words": sum(len(s) for s in sentences),
+        "start": round(sentences[0][0].start, 3), "end": round(sentences[-1][-1].end, 3)}
+        for sentences in groups if sentences]
     text = "\n\n".join(join_texts(s["text"] for s in p["sentences"]) for p in paras)
     return {"transcript": "\n" + text if text else "", "paragraphs": paras}

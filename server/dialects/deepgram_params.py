@@ -139,7 +139,10 @@ def parse_options(query: Mapping[str, str], multi: Mapping[str, list[str]], *,
                   live: bool) -> DeepgramOptions:
     """Validate a Deepgram query (``multi``: every value of repeated keys). Raises
     ClientError naming the parameter."""
-    _check_names(query, list(multi))
+    # a file's language may be detected (``detect_language``, Deepgram's pre-recorded
+    # feature); a live stream asks for it as ``language=multi``
+    detect = not live and _bool(query, "detect_language")
+    _check_names(query, [k for k in multi if live or k != "detect_language"])
     if (_int(query, "channels", 1, 64) or 1) != 1:
         raise ClientError("unsupported_parameter", "only channels=1 is supported")
     enc = query.get("encoding")
@@ -158,15 +161,17 @@ def parse_options(query: Mapping[str, str], multi: Mapping[str, list[str]], *,
     ue = _int(query, "utterance_end_ms", 1000, 60000)
     if ue is not None and not _bool(query, "interim_results"):
         raise ClientError("bad_parameter", "utterance_end_ms needs interim_results=true")
-    params = wire.ListenParams(sample_rate=rate, language=_language(query),
+    params = wire.ListenParams(sample_rate=rate, language=None if detect else _language(query),
                                prompt=_prompt(multi), zh_script=_zh_script(query))
+    # Deepgram finds paragraphs from punctuation, and ``paragraphs`` turns it on
+    paragraphs = _bool(query, "paragraphs")
     return DeepgramOptions(
         params=params, encoding=enc or "linear16", container_ok=container_ok, model=query.get("model") or "whisper",
         interim_results=_bool(query, "interim_results"),
         speech_final=(ep or "").lower() != "false", endpointing_ms=hangover,
         utterance_end_ms=ue, vad_events=_bool(query, "vad_events"),
-        punctuate=_bool(query, "punctuate") or _bool(query, "smart_format"),
-        utterances=_bool(query, "utterances"), paragraphs=_bool(query, "paragraphs"),
+        punctuate=_bool(query, "punctuate") or _bool(query, "smart_format") or paragraphs,
+        utterances=_bool(query, "utterances"), paragraphs=paragraphs,
         utt_split=_seconds(query, "utt_split", 0.8))
 
 

@@ -21,7 +21,7 @@ from starlette.types import Message
 
 from .. import subtitles, wire
 from ..errors import ClientError, retry_after
-from ..text import append_piece, glued
+from ..text import append_piece, glued, whole_words
 from .common import (ClientGone, FileResult, check_speaker, decode_file, load_media,
                      speaker_token, while_awaited)
 
@@ -114,6 +114,9 @@ def _capped(request: Request, limit: int) -> Request:
 
 
 def _options(fields: dict[str, Any], task: str, engine: Any) -> tuple[str, list[str], Any]:
+    if not str(fields.get("model") or "").strip():  # (OpenAI's 400; any name is taken here)
+        raise ClientError("missing_model", "you must provide a model parameter (any name: "
+                          f"{engine.model_name} does the work)")
     fmt = str(fields.get("response_format") or "json")
     if fmt not in FORMATS:
         raise ClientError("unsupported_response_format",
@@ -157,7 +160,8 @@ async def transcribe(server: WhisperWire, request: Request, task: str) -> Respon
         return Response(status_code=499)  # (nobody reads it)
     except ClientError as exc:
         server.metrics.errors.labels(exc.code).inc()
-        param = "file" if exc.code in ("bad_file", "file_too_large", "missing_file") else None
+        param = "file" if exc.code in ("bad_file", "file_too_large", "missing_file") else (
+            "model" if exc.code == "missing_model" else None)
         return error(exc, param)
     headers = {"x-request-id": res.session, "x-whisperwire-session": res.session,
                "openai-processing-ms": str(int((time.monotonic() - started) * 1000))}
@@ -251,17 +255,24 @@ def render(res: FileResult, fmt: str, grans: list[str], task: str,
         body["segments"] = [_segment(i, f) for i, f in enumerate(res.finals)]
     if "word" in grans and task == "transcribe":
         body["words"] = [{"word": w.word.strip(), "start": round(w.start, 3),
-                          "end": round(w.end, 3)} for f in res.finals for w in f.words]
+                          "end": round(w.end, 3)}
+                         for w in whole_words(w for f in res.finals for w in f.words)]
     if task == "transcribe":
         body["usage"] = usage
     return JSONResponse(body, headers=headers)
 
 
 def _segment(i: int, f: wire.Final) -> dict[str, Any]:
+    """One final as a ``verbose_json`` segment: ``avg_logprob`` from its words' probabilities,
+    ``compression_ratio`` of its text as Whisper computes it (what hallucination filters read);
+    ``no_speech_prob`` 0.0, since a final is speech the server kept."""
     import math
+
+    from faster_whisper.transcribe import get_compression_ratio
 
     lp = [math.log(max(w.probability, 1e-6)) for w in f.words]
     return {"id": i, "seek": 0, "start": round(f.start, 3), "end": round(f.end, 3),
             "text": f.text, "tokens": [], "temperature": 0.0,
             "avg_logprob": round(sum(lp) / len(lp), 4) if lp else 0.0,
-            "compression_ratio": 1.0, "no_speech_prob": 0.0}
+            "compression_ratio": round(get_compression_ratio(f.text.strip()), 4)
+            if f.text.strip() else 0.0, "no_speech_prob": 0.0}

@@ -1,0 +1,63 @@
+"""Deepgram pre-recorded options as Deepgram documents them (pure: the response is built from
+finals, no model): ``paragraphs`` turns punctuation on and breaks only where a sentence ends,
+and ``detect_language`` asks for the language to be detected."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from starlette.datastructures import QueryParams
+
+from whisperwire.server import wire
+from whisperwire.server.dialects.common import FileResult
+from whisperwire.server.dialects.deepgram_files import prerecorded
+from whisperwire.server.dialects.deepgram_params import parse_options
+from whisperwire.server.errors import ClientError
+
+
+def opts(query: str, live: bool = False):  # type: ignore[no-untyped-def]
+    q = QueryParams(query)
+    return parse_options(q, {k: q.getlist(k) for k in q.keys()}, live=live)
+
+
+class Engine:
+    model_name, device, compute_type, languages = "tiny.en", "cpu", "int8", ("en",)
+
+
+def final(seg: int, text: str, start: float) -> wire.Final:
+    ws = tuple(wire.Word(" " + w, start + 0.3 * i, start + 0.3 * i + 0.25, 0.9)
+               for i, w in enumerate(text.split()))
+    return wire.Final(seg, text, start, ws[-1].end, ws, eou=True)
+
+
+# jfk as a file: one sentence, said in three utterances with pauses of over a second
+JFK = [final(0, "And so my fellow Americans,", 0.3), final(1, "ask not", 3.6),
+       final(2, "what your country can do for you, ask what you can do for your country.", 5.6),
+       final(3, "Thank you.", 11.0)]
+
+
+def body(query: str) -> dict:
+    return prerecorded(Engine(), FileResult("s", JFK, "en", 12.0), opts(query),
+                       datetime.datetime.now(datetime.timezone.utc), "0")
+
+
+def test_paragraphs_break_only_where_a_sentence_ends_and_turn_punctuation_on():
+    """Before: jfk's one sentence was three paragraphs (one per pause), and without
+    ``punctuate`` the transcript was bare, where Deepgram says paragraphs are found from
+    punctuation and turn it on."""
+    alt = body("paragraphs=true")["results"]["channels"][0]["alternatives"][0]
+    paras = alt["paragraphs"]["paragraphs"]
+    assert [[s["text"] for s in p["sentences"]] for p in paras] == [
+        ["And so my fellow Americans, ask not what your country can do for you, ask what you "
+         "can do for your country."], ["Thank you."]]
+    assert [p["num_words"] for p in paras] == [22, 2]
+    assert alt["transcript"].startswith("And so my fellow Americans,")
+    assert alt["words"][0]["punctuated_word"] == "And"
+
+
+def test_detect_language_is_honoured_for_files_and_refused_live():
+    assert opts("detect_language=true&language=en").params.language is None
+    assert opts("detect_language=false&language=en").params.language == "en"
+    with pytest.raises(ClientError):
+        opts("detect_language=true", live=True)

@@ -1,0 +1,83 @@
+"""Whisper writes some words in pieces: "t" then "-shirt." (its tokens " t", "-", "shirt"), "mid"
+then "-year.", "Wi" then "-Fi". A piece has no leading space; the text joins it to the word
+before it ("t-shirt."), and so must every list of words a client reads: OpenAI's
+``verbose_json`` words, Deepgram's words, utterances and paragraphs, and subtitle lines.
+Before, they carried "t" and "-shirt." as two words, Deepgram wrote "t shirt" (a space inside
+one word) and counted it twice, and a subtitle line broke inside the word."""
+
+from __future__ import annotations
+
+import json
+
+from whisperwire.server import subtitles, wire
+from whisperwire.server.dialects.common import FileResult
+from whisperwire.server.dialects.deepgram import alternative
+from whisperwire.server.dialects.deepgram_files import prerecorded
+from whisperwire.server.dialects.deepgram_params import parse_options
+from whisperwire.server.dialects.openai_audio import render
+
+
+def words(*spec: tuple[str, float, float]) -> tuple[wire.Word, ...]:
+    return tuple(wire.Word(w, a, b, 0.9) for w, a, b in spec)
+
+
+FINALS = [
+    wire.Final(0, "Look at Bob's t-shirt.", 0.0, 1.6,
+               words((" Look", 0.0, 0.3), (" at", 0.3, 0.5), (" Bob's", 0.5, 0.9),
+                     (" t", 0.9, 1.1), ("-shirt.", 1.1, 1.6)), eou=True),
+    wire.Final(1, "A mid-year sale.", 2.0, 3.2,
+               words((" A", 2.0, 2.2), (" mid", 2.2, 2.5), ("-year", 2.5, 2.8),
+                     (" sale.", 2.8, 3.2)), eou=True),
+]
+WHOLE = ["Look", "at", "Bob's", "t-shirt.", "A", "mid-year", "sale."]
+
+
+def test_openai_verbose_json_words_are_whole():
+    res = FileResult("s", FINALS, "en", 3.5)
+    body = json.loads(render(res, "verbose_json", ["word"], "transcribe", {}).body)
+    assert [w["word"] for w in body["words"]] == WHOLE
+    t = next(w for w in body["words"] if w["word"] == "t-shirt.")
+    assert (t["start"], t["end"]) == (0.9, 1.6)
+    # (and a segment's compression ratio is its text's, as Whisper computes it, not 1.0)
+    seg = json.loads(render(res, "verbose_json", ["segment"], "transcribe", {}).body)
+    from faster_whisper.transcribe import get_compression_ratio
+
+    assert [x["compression_ratio"] for x in seg["segments"]] == [
+        round(get_compression_ratio(f.text), 4) for f in FINALS]
+
+
+def test_deepgram_words_are_whole_and_hold_no_space():
+    all_words = [w for f in FINALS for w in f.words]
+    plain = alternative(all_words, "", punctuate=False)
+    assert [w["word"] for w in plain["words"]] == ["look", "at", "bob's", "t-shirt", "a",
+                                                   "mid-year", "sale"]
+    assert plain["transcript"].split() == [w["word"] for w in plain["words"]]
+    punct = alternative(all_words, "x", punctuate=True)
+    assert [w["punctuated_word"] for w in punct["words"]] == WHOLE
+
+
+def test_deepgram_paragraphs_and_utterances_count_whole_words():
+    from starlette.datastructures import QueryParams
+
+    q = QueryParams("punctuate=true&paragraphs=true&utterances=true")
+    opts = parse_options(q, {k: q.getlist(k) for k in q.keys()}, live=False)
+
+    class Engine:
+        model_name, device, compute_type = "tiny.en", "cpu", "int8"
+        languages = ("en",)
+
+    import datetime
+
+    body = prerecorded(Engine(), FileResult("s", FINALS, "en", 3.5), opts,
+                       datetime.datetime.now(datetime.timezone.utc), "0")
+    alt = body["results"]["channels"][0]["alternatives"][0]
+    assert sum(p["num_words"] for p in alt["paragraphs"]["paragraphs"]) == len(WHOLE)
+    assert [len(u["words"]) for u in body["results"]["utterances"]] == [4, 3]
+
+
+def test_a_subtitle_line_never_breaks_inside_a_word():
+    for width in range(8, 30):
+        cues = subtitles.cues(FINALS, subtitles.CueOptions(max_chars=width))
+        lines = [line for c in cues for line in c.lines]
+        assert not any(line.startswith(("-shirt", "-year")) for line in lines), (width, lines)
+        assert " ".join(lines).split() == "Look at Bob's t-shirt. A mid-year sale.".split()
