@@ -198,6 +198,8 @@ def protocol_lines(out: dict, modes: list[str]) -> list[str]:
              for mode in modes if f.get(mode, {}).get("protocol")]
     checked = sum(1 for f in out["files"].values() for mode in modes
                   if "protocol" in f.get(mode, {}))
+    if not checked:  # (results written before the rules were checked)
+        return []
     if not broke:
         return ["", f"Protocol (server/wire_rules.py): all {checked} streams kept every rule."]
     return ["", f"Protocol (server/wire_rules.py): {len(broke)} of {checked} streams broke a "

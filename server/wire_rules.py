@@ -26,10 +26,15 @@ def violations(messages: Iterable[wire.Message], sent_s: float | None = None) ->
     ``sent_s``: how much audio the speaker sent (seconds), which no time may pass."""
     msgs = list(messages)
     out: list[str] = []
+    if msgs and not any(isinstance(m, wire.Ready) for m in msgs) \
+            and all(isinstance(m, wire.Error) for m in msgs):
+        return out  # refused at connect (server_full, unauthorized, ...): an error, no session
     if msgs and not isinstance(msgs[0], wire.Ready):
         out.append(f"first message is {msgs[0].type}, not ready")
-    finals = 0
-    last_end = 0.0
+    # finals are numbered from the channel's count (an ended id continued, a dropped stream
+    # rejoined), and a rejoined connection's times start below 0
+    finals = next((m.segment for m in msgs if isinstance(m, (wire.Partial, wire.Final))), 0)
+    last_end = float("-inf")
     for k, m in enumerate(msgs):
         if isinstance(m, wire.Closed) and k != len(msgs) - 1:
             out.append(f"{msgs[k + 1].type} after closed")
@@ -39,7 +44,7 @@ def violations(messages: Iterable[wire.Message], sent_s: float | None = None) ->
             out.append(f"ready again at message {k}")
         if isinstance(m, wire.Partial):
             if m.segment != finals:
-                out.append(f"partial for segment {m.segment} after {finals} finals")
+                out.append(f"partial for segment {m.segment} where the next final is {finals}")
             if m.end < m.start - EPS:
                 out.append(f"partial {m.text!r} ends before it starts")
         if isinstance(m, wire.Final):

@@ -158,21 +158,26 @@ def test_a_refused_stream_fails_the_latency_rule_and_is_named():
 
     refs = [([analysis.RefWord("one", 0.4), analysis.RefWord("two", 0.8)], "one two")]
     ws = (wire.Word(" one", 0.0, 0.4, 0.9), wire.Word(" two", 0.4, 0.8, 0.9))
-    ok = StreamResult(messages=[(1.0, 1.0, wire.Final(0, "one two", 0.0, 0.8, ws))],
+    ready = (0.0, 0.0, wire.Ready("s", "m", "cpu", "int8", 16000))
+    ok = StreamResult(messages=[ready, (1.0, 1.0, wire.Final(0, "one two", 0.0, 0.8, ws))],
                       sends=[(0.1 * k, 0.1 * k) for k in range(20)], close_code=1000)
-    refused = StreamResult(close_code=1013, close_reason="all 64 sessions are in use")
-    rec = harness.RunRecord([ok, refused], wall_s=3.0, cpu_s=1.0, rss_baseline_mib=100.0,
-                            rss_peak_mib=110.0)
+    refused = StreamResult(messages=[(0.0, 0.0, wire.Error("server_full", "all in use"))],
+                           close_code=1013, close_reason="all 64 sessions are in use")
+    # (a third stream whose second final skipped a number: a broken rule, named)
+    skipped = StreamResult(messages=[ready, (1.0, 1.0, wire.Final(0, "one", 0.0, 0.4, ws[:1])),
+                                     (1.5, 1.5, wire.Final(2, "two", 0.4, 0.8, ws[1:]))],
+                           sends=[(0.1 * k, 0.1 * k) for k in range(20)], close_code=1000)
+    rec = harness.RunRecord([ok, refused, skipped], wall_s=3.0, cpu_s=1.0,
+                            rss_baseline_mib=100.0, rss_peak_mib=110.0)
     r = cli.evaluate(rec, refs, [2.0], offline_wers=[0.0])
     assert r["refused"] == 1 and not r["meets_latency_rule"]
     out = {"name": "m", "machine": harness.machine(), "audio_seconds": 2.0, "files": ["a"],
            "max_batch": 8, "server_args": [], "capacity": 0, "runs": [r],
            "offline": {"wer": 0.0, "text": "", "cpu_s_per_audio_s": 0.05}}
-    assert "2 streams: 1 refused" in cli.markdown(out)
-    # (and the stream that was heard got no ``ready`` first: a broken rule, named)
-    assert r["broke_protocol"] == 1
-    assert "2 streams: 1 broke a rule of the protocol (server/wire_rules.py), e.g. first " \
-           "message is final, not ready" in cli.markdown(out)
+    assert "3 streams: 1 refused" in cli.markdown(out)
+    assert r["broke_protocol"] == 1  # the skipped number; a refusal breaks no rule
+    assert "3 streams: 1 broke a rule of the protocol (server/wire_rules.py), e.g. final " \
+           "numbered 2, expected 1" in cli.markdown(out)
 
 
 @pytest.mark.timeout(120)

@@ -31,7 +31,8 @@ def test_each_broken_rule_is_named():
 
     assert "not ready" in broken(0, wire.Status(0.0, 0.0))[0]
     assert "numbered 2, expected 1" in broken(6, final(2, 1.2, 1.8))[0]
-    assert "partial for segment 0 after 1 finals" in broken(5, wire.Partial(0, "c", 1.2, 1.5))[0]
+    assert "partial for segment 0 where the next final is 1" in broken(
+        5, wire.Partial(0, "c", 1.2, 1.5))[0]
     assert "before the last one's end" in broken(6, final(1, 0.5, 1.8))[0]
     assert "has no text" in broken(3, wire.Final(0, " ", 0.1, 0.9))[0]
     w = (wire.Word(" b", 0.5, 0.9, 0.9), wire.Word(" a", 0.1, 0.4, 0.9))
@@ -42,3 +43,15 @@ def test_each_broken_rule_is_named():
     assert "negative lag" in broken(2, wire.Status(1.0, -0.5))[0]
     assert "unknown reason" in broken(8, wire.Closed("bye", 2.0))[0]
     assert violations(GOOD + [wire.Partial(2, "x", 2.0, 2.0)]) == ["partial after closed"]
+
+
+def test_a_continued_channel_a_rejoin_and_a_refusal_break_no_rule():
+    """Finals numbered from the channel's count (an ended id continued), times below 0 (a
+    dropped stream's next connection counts from its own start), and a refusal at connect
+    (an ``error``, no ``ready``) are what the server may send."""
+    on = [READY, wire.Partial(3, "a", -0.4, -0.1), final(3, -0.4, 0.5), final(4, 0.6, 0.9),
+          wire.Closed("client_close", 1.0)]
+    assert violations(on, sent_s=1.0) == []
+    assert violations([wire.Error("server_full", "all 64 sessions are in use")]) == []
+    assert violations([READY, final(3, 0.0, 0.5), final(3, 0.6, 0.9)])[0] == (
+        "final numbered 3, expected 4")
