@@ -94,8 +94,7 @@ def cues(finals: Iterable[Final], opt: CueOptions | None = None) -> list[Cue]:
             if not w.word.strip():
                 continue
             if cur and is_piece(cur[-1], w):  # (a word Whisper split across two finals)
-                cur[-1] = glue_piece(cur[-1], w)
-                continue
+                w = glue_piece(cur.pop(), w)
             while cur and not fits(cur + [w]):
                 emit(_break_at(cur))
             cur.append(w)

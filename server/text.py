@@ -95,8 +95,11 @@ def glued(words: Sequence[Word]) -> bool:
 
 def is_piece(before: Word, word: Word) -> bool:
     """Whether ``word`` is the rest of ``before`` (one word Whisper wrote in pieces: "t"
-    "-shirt.", "mid" "-year", "Wi" "-Fi"): no leading space where the rules would put one."""
-    return not word.word[:1].isspace() and needs_space(before.word, word.word)
+    "-shirt.", "$3" ".5", "Wi" "-Fi"): no leading space, and no character of an unspaced
+    script on either side (where every character is a unit of its own)."""
+    a, b = before.word.rstrip()[-1:], word.word.lstrip()[:1]
+    return bool(a and b) and not word.word[:1].isspace() and not is_unspaced(a) \
+        and not is_unspaced(b)
 
 
 def glue_piece(before: Word, piece: Word) -> Word:

@@ -417,13 +417,13 @@ def test_endpointing_and_utterance_end_ms_wait_for_that_much_silence(live_server
     assert [m["type"] for m in got].count("UtteranceEnd") == 1
 
 
-def _mp3(x: np.ndarray) -> bytes:
+def _mp3(x: np.ndarray, id3: bool = True) -> bytes:
     import io
 
     import av
 
     buf = io.BytesIO()
-    with av.open(buf, "w", format="mp3") as out:
+    with av.open(buf, "w", format="mp3", options={} if id3 else {"write_id3v2": "0"}) as out:
         st = out.add_stream("mp3", rate=16000, layout="mono")
         f = av.AudioFrame.from_ndarray(x[None, :].astype(np.float32), format="flt", layout="mono")
         f.sample_rate = 16000
@@ -433,17 +433,18 @@ def _mp3(x: np.ndarray) -> bytes:
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("kind", ["wav", "mp3"])
+@pytest.mark.parametrize("kind", ["wav", "mp3", "mp3 without a tag"])
 def test_a_container_file_is_read_as_one_whatever_encoding_says(live_server, kind):
     """Deepgram's own curl example posts an MP3 with ``encoding=linear16&sample_rate=8000``:
     Deepgram reads the container. Here the bytes were taken for raw PCM: 200 OK with an empty
     transcript and 2.09 s for jfk's 11 s (an MP3), or invented text over 22 s (a 44.1 kHz
     stereo WAV posted as 44100 Hz linear16; here a 16 kHz WAV posted as 8000 Hz)."""
     x = load16k("jfk.wav")
-    data = wav_bytes(x) if kind == "wav" else _mp3(x)
+    data = wav_bytes(x) if kind == "wav" else _mp3(x, id3=kind == "mp3")
+    assert data[:3] == (b"ID3" if kind == "mp3" else data[:3]) and data[:1] != b"\xff" or (
+        kind == "mp3 without a tag")  # (the second MP3 starts with a frame header)
     r = httpx.post(f"{live_server.http}/deepgram/v1/listen?encoding=linear16&sample_rate=8000"
-                   "&punctuate=true", content=data, headers={"Content-Type": f"audio/{kind}"},
-                   timeout=120)
+                   "&punctuate=true", content=data, timeout=120)
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["metadata"]["duration"] == pytest.approx(len(x) / 16000, abs=0.2)
@@ -463,3 +464,8 @@ def test_raw_audio_that_starts_like_an_mp3_frame_is_still_raw(live_server):
     assert r.json()["metadata"]["duration"] == pytest.approx(len(x) / 16000, abs=0.05)
     text = r.json()["results"]["channels"][0]["alternatives"][0]["transcript"]
     assert wer(references()["jfk.wav"], text) <= 0.15, text
+    # a file that says it is a WAV and holds no audio is refused, not read as raw PCM
+    bad = httpx.post(f"{live_server.http}/deepgram/v1/listen?encoding=linear16&sample_rate="
+                     "16000", content=b"RIFF\x00\x00\x00\x00WAVE" + bytes(range(256)) * 40,
+                     timeout=60)
+    assert bad.status_code == 400, bad.text

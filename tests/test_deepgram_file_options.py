@@ -61,3 +61,13 @@ def test_detect_language_is_honoured_for_files_and_refused_live():
     assert opts("detect_language=false&language=en").params.language == "en"
     with pytest.raises(ClientError):
         opts("detect_language=true", live=True)
+
+
+def test_text_without_sentence_ends_has_a_paragraph_per_utterance():
+    """Whisper's Chinese may carry no punctuation at all: one paragraph for the whole file
+    would say nothing; each utterance is one, as before."""
+    plain = [final(0, "and so my fellow americans", 0.3), final(1, "ask not", 3.6)]
+    b = prerecorded(Engine(), FileResult("s", plain, "en", 5.0), opts("paragraphs=true"),
+                    datetime.datetime.now(datetime.timezone.utc), "0")
+    paras = b["results"]["channels"][0]["alternatives"][0]["paragraphs"]["paragraphs"]
+    assert [p["num_words"] for p in paras] == [5, 2]

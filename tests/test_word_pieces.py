@@ -30,6 +30,12 @@ FINALS = [
                      (" sale.", 2.8, 3.2)), eou=True),
 ]
 WHOLE = ["Look", "at", "Bob's", "t-shirt.", "A", "mid-year", "sale."]
+# a piece that starts with a mark, and a word split across two finals
+PRICE = [wire.Final(0, "It costs $3.5 for", 0.0, 1.5,
+                    words((" It", 0.0, 0.2), (" costs", 0.2, 0.6), (" $3", 0.6, 0.9),
+                          (".5", 0.9, 1.2), (" for", 1.2, 1.5))),
+         wire.Final(1, "a t", 1.5, 2.0, words((" a", 1.5, 1.7), (" t", 1.7, 2.0))),
+         wire.Final(2, "-shirt.", 2.0, 2.4, words(("-shirt.", 2.0, 2.4)), eou=True)]
 
 
 def test_openai_verbose_json_words_are_whole():
@@ -81,3 +87,31 @@ def test_a_subtitle_line_never_breaks_inside_a_word():
         lines = [line for c in cues for line in c.lines]
         assert not any(line.startswith(("-shirt", "-year")) for line in lines), (width, lines)
         assert " ".join(lines).split() == "Look at Bob's t-shirt. A mid-year sale.".split()
+
+
+def test_pieces_that_start_with_a_mark_or_a_final_are_glued_too():
+    res = FileResult("s", PRICE, "en", 3.0)
+    body = json.loads(render(res, "verbose_json", ["word"], "transcribe", {}).body)
+    assert [w["word"] for w in body["words"]] == ["It", "costs", "$3.5", "for", "a", "t-shirt."]
+    plain = alternative([w for f in PRICE for w in f.words], "", punctuate=False)
+    assert [w["word"] for w in plain["words"]] == ["it", "costs", "3.5", "for", "a", "t-shirt"]
+    from starlette.datastructures import QueryParams
+
+    q = QueryParams("utterances=true&utt_split=0.1")
+    opts = parse_options(q, {k: q.getlist(k) for k in q.keys()}, live=False)
+
+    class Engine:
+        model_name, device, compute_type = "tiny.en", "cpu", "int8"
+        languages = ("en",)
+
+    import datetime
+
+    dg = prerecorded(Engine(), res, opts, datetime.datetime.now(datetime.timezone.utc), "0")
+    assert [w["word"] for u in dg["results"]["utterances"] for w in u["words"]] == [
+        "it", "costs", "3.5", "for", "a", "t-shirt"]
+    for width in range(9, 20):  # (a word wider than a line is cut: not this test's case)
+        for lines in (1, 2):
+            cues = subtitles.cues(PRICE, subtitles.CueOptions(max_chars=width, max_lines=lines))
+            assert all(len(c.lines) <= lines for c in cues), (width, cues)
+            got = [line for c in cues for line in c.lines]
+            assert " ".join(got).split() == "It costs $3.5 for a t-shirt.".split(), (width, got)

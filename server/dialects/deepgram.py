@@ -17,7 +17,9 @@ import datetime
 import hashlib
 import json
 import logging
+import re
 import struct
+import unicodedata
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +32,6 @@ from ..audio import Resampler
 from ..listen import ListenConnection
 from ..vad import SpeechEnd, SpeechStart, VadSegmenter, webrtc_classifier
 from ..text import join_texts, whole_words
-from ..wer import normalize
 from .common import (g711_to_float, speaker_token)
 from .deepgram_gaps import Gaps
 from .deepgram_params import DeepgramOptions, parse_options
@@ -60,20 +61,21 @@ def model_info(engine: Any) -> dict[str, str]:
     return {"name": engine.model_name, "version": "whisperwire", "arch": "whisper"}
 
 
-def containerized(data: bytes) -> bool:
-    """Whether a file's bytes start as a container or a compressed stream does (WAV, Ogg,
-    FLAC, WebM, CAF, AIFF, MP4, MP3), which Deepgram reads as such whatever ``encoding`` says.
-    Raw PCM may start like an MPEG frame header by chance: the caller reads it raw if FFmpeg
-    cannot."""
+def containerized(data: bytes) -> str | None:
+    """How a file's bytes start: as a container or tagged stream does ("magic": WAV, Ogg,
+    FLAC, WebM, CAF, AIFF, MP4, ID3-tagged MP3), as an MPEG audio frame ("mpeg"), or neither
+    (None). Deepgram reads a container as such whatever ``encoding`` says. Raw PCM may start
+    like an MPEG frame header by chance, never with a magic: only "mpeg" may still be raw."""
     head = data[:12]
     if head[:4] in _CONTAINERS or head[:4] in (b"RIFF", b"RF64", b"FORM") \
             or head[:3] == b"ID3" or head[4:8] == b"ftyp":
-        return True
+        return "magic"
     if len(head) < 3 or head[0] != 0xFF or head[1] & 0xE0 != 0xE0:
-        return False
+        return None
     version, layer = head[1] >> 3 & 3, head[1] >> 1 & 3
     bitrate, rate = head[2] >> 4, head[2] >> 2 & 3
-    return version != 1 and layer != 0 and bitrate not in (0, 15) and rate != 3
+    return "mpeg" if version != 1 and layer != 0 and bitrate not in (0, 15) and rate != 3 \
+        else None
 
 
 def error_body(exc: ClientError, request_id: str) -> tuple[int, dict[str, str]]:
@@ -82,9 +84,14 @@ def error_body(exc: ClientError, request_id: str) -> tuple[int, dict[str, str]]:
                     "err_msg": exc.message, "request_id": request_id, "category": exc.code}
 
 
+_EDGE_MARKS = re.compile(r"^\W+|\W+$")
+
+
 def _word(w: wire.Word, punctuate: bool) -> dict[str, Any]:
-    # one word, never a space inside: "t-shirt." is "t-shirt", "U.S." is "us"
-    plain = ("-" if "-" in w.word else "").join(normalize(w.word)) or w.word.strip()
+    # lower case, the marks around it gone and what is inside kept: "t-shirt." is "t-shirt",
+    # "$3.5" is "3.5", "U.S." is "u.s" (one word, never a space inside)
+    core = w.word.strip()
+    plain = _EDGE_MARKS.sub("", unicodedata.normalize("NFKC", core).lower()) or core
     out = {"word": plain, "start": round(w.start, 3), "end": round(w.end, 3),
            "confidence": round(w.probability, 4)}
     if punctuate:

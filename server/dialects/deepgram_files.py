@@ -72,13 +72,14 @@ async def _audio(data: bytes, opts: DeepgramOptions, raw: bool, max_seconds: flo
     container (Deepgram's own example posts an MP3 with ``encoding=linear16``, and Deepgram
     reads the MP3: taken for PCM, it was 2 s of noise and an empty transcript); raw audio
     whose first bytes only look like a container's is still read raw."""
-    if raw and not containerized(data):
+    kind = containerized(data)
+    if raw and kind is None:
         return await off_loop(_raw_audio, data, opts, max_seconds)
     try:
         return await load_media(data, max_seconds)
     except ClientError as exc:
-        if not raw or exc.code != "bad_file":
-            raise
+        if not raw or kind != "mpeg" or exc.code != "bad_file":
+            raise  # (a file that says what it is and holds no audio is refused)
         return await off_loop(_raw_audio, data, opts, max_seconds)
 
 
@@ -144,15 +145,21 @@ def _turns(finals: list[wire.Final], split_s: float) -> list[list[wire.Word]]:
 def _paragraphs(turns: list[list[wire.Word]], punctuate: bool) -> dict[str, Any]:
     """Deepgram's paragraphs: sentences, found by their punctuation, and a new paragraph
     where a sentence ends at a pause that ends an utterance (``turns``); never inside a
-    sentence (jfk's one sentence, said in three utterances, was three paragraphs)."""
+    sentence (jfk's one sentence, said in three utterances, was three paragraphs). Text with
+    no sentence end at all (Whisper's Chinese may have none) has a paragraph per utterance."""
+    ends = (".", "?", "!", "…", "。", "？", "！")
+    punctuated = any(w.word.rstrip().endswith(ends) for t in turns for w in t)
     groups: list[list[list[wire.Word]]] = [[]]  # paragraphs of sentences of words
     cur: list[wire.Word] = []
     for t in turns:
         for w in t:
             cur.append(w)
-            if w.word.rstrip().endswith((".", "?", "!", "。", "？", "！")):
+            if w.word.rstrip().endswith(ends):
                 groups[-1].append(cur)
                 cur = []
+        if cur and not punctuated:
+            groups[-1].append(cur)
+            cur = []
         if not cur and groups[-1]:
             groups.append([])
     if cur:
