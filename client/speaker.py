@@ -160,8 +160,9 @@ class _Speaker:
                     await aclose()
         if self.held.let_go:
             self.res.unsent_s = self.held.let_go / self.bps
-            self.say(f"{self.held.let_go / self.bps:.1f} s of audio heard while disconnected "
-                     f"were not sent (at most {self.held.max_bytes / self.bps:.0f} s is held)")
+            self.say(f"{self.held.let_go / self.bps:.1f} s of audio were never sent: the "
+                     f"server could not take it, and at most {self.held.max_bytes / self.bps:.0f}"
+                     " s is held")
         return self.res
 
     async def _until_quit(self, work: Any) -> None:
