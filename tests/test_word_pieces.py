@@ -94,7 +94,7 @@ def test_pieces_that_start_with_a_mark_or_a_final_are_glued_too():
     body = json.loads(render(res, "verbose_json", ["word"], "transcribe", {}).body)
     assert [w["word"] for w in body["words"]] == ["It", "costs", "$3.5", "for", "a", "t-shirt."]
     plain = alternative([w for f in PRICE for w in f.words], "", punctuate=False)
-    assert [w["word"] for w in plain["words"]] == ["it", "costs", "3.5", "for", "a", "t-shirt"]
+    assert [w["word"] for w in plain["words"]] == ["it", "costs", "$3.5", "for", "a", "t-shirt"]
     from starlette.datastructures import QueryParams
 
     q = QueryParams("utterances=true&utt_split=0.1")
@@ -108,7 +108,7 @@ def test_pieces_that_start_with_a_mark_or_a_final_are_glued_too():
 
     dg = prerecorded(Engine(), res, opts, datetime.datetime.now(datetime.timezone.utc), "0")
     assert [w["word"] for u in dg["results"]["utterances"] for w in u["words"]] == [
-        "it", "costs", "3.5", "for", "a", "t-shirt"]
+        "it", "costs", "$3.5", "for", "a", "t-shirt"]
     for width in range(9, 20):  # (a word wider than a line is cut: not this test's case)
         for lines in (1, 2):
             cues = subtitles.cues(PRICE, subtitles.CueOptions(max_chars=width, max_lines=lines))

@@ -17,7 +17,6 @@ import datetime
 import hashlib
 import json
 import logging
-import re
 import struct
 import unicodedata
 import uuid
@@ -84,14 +83,12 @@ def error_body(exc: ClientError, request_id: str) -> tuple[int, dict[str, str]]:
                     "err_msg": exc.message, "request_id": request_id, "category": exc.code}
 
 
-_EDGE_MARKS = re.compile(r"^\W+|\W+$")
-
-
 def _word(w: wire.Word, punctuate: bool) -> dict[str, Any]:
-    # lower case, the marks around it gone and what is inside kept: "t-shirt." is "t-shirt",
-    # "$3.5" is "3.5", "U.S." is "u.s" (one word, never a space inside)
+    # lower case, the marks that only punctuate gone from its ends and what is inside kept:
+    # "t-shirt." is "t-shirt", "$3.5" stays, "50%" too (said), "U.S." is "u.s" (one word,
+    # never a space inside)
     core = w.word.strip()
-    plain = _EDGE_MARKS.sub("", unicodedata.normalize("NFKC", core).lower()) or core
+    plain = unicodedata.normalize("NFKC", core).lower().strip(_MARK_CHARS) or core
     out = {"word": plain, "start": round(w.start, 3), "end": round(w.end, 3),
            "confidence": round(w.probability, 4)}
     if punctuate:
@@ -102,6 +99,7 @@ def _word(w: wire.Word, punctuate: bool) -> dict[str, Any]:
 # marks that only punctuate: without ``punctuate`` Deepgram writes none of them as a word (a
 # symbol that is said, "%", "+", "$", stays)
 _MARKS = set(".,!?;:…、。，！？；：\"'“”‘’()[]{}«»「」『』【】—–-")
+_MARK_CHARS = "".join(sorted(_MARKS))
 
 
 def _whole(words: list[wire.Word], punctuate: bool) -> list[wire.Word]:
