@@ -65,6 +65,9 @@ class ServerConfig:
     # connecting; idle and slowloris connections are closed (``whisperwire serve`` only)
     handshake_timeout_s: float = 10.0
     idle_timeout_s: float = 60.0  # no message at all for this long ends a session
+    # a ``finalize`` that waits for audio (``min_final_ms``) stops waiting once no audio came
+    # for this long: the client stopped sending (push-to-talk, a muted mic, a file's end)
+    finalize_grace_s: float = 0.5
     # a speaker's socket that died (not closed) leaves its stream open this long, undecided,
     # for the client to come back to its session on a new one (listen.py); 0: end at once
     rejoin_grace_s: float = 10.0

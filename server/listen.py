@@ -151,6 +151,7 @@ class ListenConnection:
         self.cut = False  # the server stopped before the last words were decoded
         self._pump: asyncio.Task | None = None
         self._unfed: Any = None  # what feed() left of a long frame, for _feed_rest()
+        self._last_audio = 0.0  # when audio last came (monotonic): a finalize's grace
 
     def shutdown(self, reason: str = "server_shutdown") -> None:
         """Stop taking audio and finish like a ``close``: the last words still come."""
@@ -343,8 +344,15 @@ class ListenConnection:
         left = self.config.max_session_s - (started - self._t0)
         timeout = min(self.idle_timeout_s, max(0.0, left))
         try:
-            done, _ = await asyncio.wait({recv, stop}, timeout=timeout,
-                                         return_when=asyncio.FIRST_COMPLETED)
+            while True:
+                wait = max(0.0, timeout - (time.monotonic() - started))
+                nudge = self._finalize_grace_left(started)
+                done, _ = await asyncio.wait({recv, stop}, timeout=wait if nudge is None
+                                             else min(wait, nudge),
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if done or nudge is None or nudge >= wait:
+                    break
+                self._finalize_without_audio(started)
         except asyncio.CancelledError:
             recv.cancel()
             raise
@@ -362,6 +370,21 @@ class ListenConnection:
         self.send(wire.Error("idle_timeout",
                              f"no message for {self.idle_timeout_s:.0f} s; closing"))
         return "idle_timeout"
+
+    def _finalize_grace_left(self, since: float) -> float | None:
+        """Seconds until a ``finalize`` that waits for audio stops waiting (None: none waits).
+        Counted from the last audio and from when this read began, so a read held back by the
+        pace or the backlog never counts as the client's silence."""
+        if self.decode_failed or not self.session.finalize_waits:
+            return None
+        quiet_from = max(self._last_audio, since)
+        return max(0.0, quiet_from + self.config.finalize_grace_s - time.monotonic())
+
+    def _finalize_without_audio(self, since: float) -> None:
+        if self._finalize_grace_left(since) == 0.0:
+            log.info("session=%s event=finalize_without_audio", self.sid)
+            self.session.finalize_now()
+            self.wake.set()
 
     async def _read(self) -> str:
         """Take messages until the stream ends (or its socket went); returns why."""
@@ -478,6 +501,7 @@ class ListenConnection:
         self.session.feed_audio(self.resampler.process(x))
         self.on_vad(self.vad.take())
         self.wake.set()
+        self._last_audio = time.monotonic()
         self._unfed = rest  # (only once this slice went in: a failure leaves nothing behind)
 
     async def _feed_rest(self) -> None:

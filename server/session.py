@@ -109,6 +109,21 @@ class StreamSession:
         elif self.flushed:  # nothing heard since the last final: answered at once
             self._events.append(UtteranceEnd(self._last_word_end))
 
+    @property
+    def finalize_waits(self) -> bool:
+        """A ``finalize`` waits for audio: its utterance holds less than ``min_final_ms`` past
+        its committed point, and Whisper invents words for slivers decoded on their own."""
+        u = self._utts[-1] if self._utts else None
+        return u is not None and u.open and u.force_at is not None and not u.force_short
+
+    def finalize_now(self) -> None:
+        """No audio came after a ``finalize`` (push-to-talk, a muted microphone, a file's end):
+        none will fill ``min_final_ms``, so what was heard becomes final now, however short.
+        Deepgram's ``Finalize`` and OpenAI's ``commit`` promise the words at once; they came
+        only when the client hung up."""
+        if self.finalize_waits:
+            self._utts[-1].force_short = True
+
     def finish(self) -> None:
         """End of stream: the open utterance ends here and everything heard becomes final."""
         self._vad_events(self._vad.flush())
@@ -306,7 +321,8 @@ class StreamSession:
                 return u.available, Kind.CHECK
             u.check_until = None
         if u.force_at is not None:
-            ready = int(u.buffer.committed_end * MODEL_RATE) + o.samples(o.min_final_ms)
+            ready = u.force_at if u.force_short else int(
+                u.buffer.committed_end * MODEL_RATE) + o.samples(o.min_final_ms)
             if u.available >= max(u.force_at, ready):
                 return u.available, Kind.FORCED
         if u.early is not None:
@@ -550,11 +566,11 @@ class StreamSession:
                 del u.ends[e]
             u.pause_ends = {p: e for p, e in u.pause_ends.items() if e > done}
             if u.force_at is not None and u.force_at <= done:
-                u.force_at = None
+                u.force_at, u.force_short = None, False
             self._slide_window(u)
         elif kind == Kind.FORCED:
             self._end_utterance(u.buffer.commit_all())
-            u.force_at = None
+            u.force_at, u.force_short = None, False
             self._slide_window(u)
         elif kind == Kind.FULL:
             # a full window commits what it holds up to its last ``stall_keep_ms``; it moves

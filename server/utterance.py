@@ -142,6 +142,7 @@ class Run:
         self.decoded_to = start
         self.buffer = HypothesisBuffer(committed_end=start / MODEL_RATE)
         self.force_at: int | None = None  # ``finalize``: commit everything heard up to here
+        self.force_short = False  # ... without waiting for ``min_final_ms`` (no audio is coming)
         self.asking = Asking()  # how its window's careful decodes are asked (retries)
         self.held_by: Kind | None = None  # what the decode whose words are held was for
         self.check_until: float | None = None  # a careful decode decides the words up to here

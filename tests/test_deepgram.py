@@ -305,11 +305,11 @@ def test_tokens_and_idle_timeout(live_server):
             assert msgs[-1].type == "Metadata"
 
 
-def _stream_real_time(srv, x: np.ndarray, query: str, finalize_at: tuple[float, ...] = ()
-                      ) -> list[dict]:
-    """Stream 16 kHz audio in 20 ms frames at real-time pace, sending ``Finalize`` once the
-    audio sent passes each of ``finalize_at`` (s), then 2 s more of silence and CloseStream;
-    every message until the server closes."""
+def _stream_real_time(srv, x: np.ndarray, query: str, finalize_at: tuple[float, ...] = (),
+                      frame: int = 640) -> list[dict]:
+    """Stream 16 kHz audio in 20 ms frames (``frame`` bytes) at real-time pace, sending
+    ``Finalize`` once the audio sent passes each of ``finalize_at`` (s), then 2 s more of
+    silence and CloseStream; every message until the server closes."""
     got: list[dict] = []
     pcm = s16(np.concatenate([x, np.zeros(32000, np.float32)]))
     with ws_connect(f"{srv.url}/deepgram/v1/listen?{query}", open_timeout=10) as ws:
@@ -323,12 +323,12 @@ def _stream_real_time(srv, x: np.ndarray, query: str, finalize_at: tuple[float, 
         reader.start()
         todo = list(finalize_at)
         t0 = time.monotonic()
-        for i in range(0, len(pcm), 640):
-            ws.send(pcm[i : i + 640])
-            if todo and (i + 640) / 32000 >= todo[0]:
+        for i in range(0, len(pcm), frame):
+            ws.send(pcm[i : i + frame])
+            if todo and (i + frame) / 32000 >= todo[0]:
                 todo.pop(0)
                 ws.send(json.dumps({"type": "Finalize"}))
-            time.sleep(max(0.0, t0 + (i + 640) / 32000 - time.monotonic()))
+            time.sleep(max(0.0, t0 + (i + frame) / 32000 - time.monotonic()))
         ws.send(json.dumps({"type": "CloseStream"}))
         reader.join(60)
     return got
@@ -469,3 +469,44 @@ def test_raw_audio_that_starts_like_an_mp3_frame_is_still_raw(live_server):
                      "16000", content=b"RIFF\x00\x00\x00\x00WAVE" + bytes(range(256)) * 40,
                      timeout=60)
     assert bad.status_code == 400, bad.text
+
+
+@pytest.mark.timeout(120)
+def test_a_finalize_after_the_last_audio_is_answered_without_more_audio(live_server):
+    """Push-to-talk, a muted microphone, a file's end: the client sends ``Finalize`` and then
+    no audio, only ``KeepAlive``. The answer waited for a second of audio past the committed
+    point (``min_final_ms``) that never came: "in being comparatively" was final, and
+    "modern" came only with ``CloseStream``, 6 s later."""
+    import asyncio
+
+    from websockets.asyncio.client import connect
+
+    pcm = s16(load16k("LJ001-0002.wav"))  # its last word ends 0.2 s before the audio does
+    got: list[tuple[float, dict]] = []
+
+    async def go() -> float:
+        url = (f"{live_server.url}/deepgram/v1/listen?encoding=linear16&sample_rate=16000"
+               "&interim_results=true")
+        async with connect(url) as ws:
+            async def rx() -> None:
+                async for m in ws:
+                    got.append((time.monotonic(), json.loads(m)))
+            reader = asyncio.create_task(rx())
+            for i in range(0, len(pcm), 3200):  # 100 ms frames in real time
+                await ws.send(pcm[i : i + 3200])
+                await asyncio.sleep(0.1)
+            sent = time.monotonic()
+            await ws.send(json.dumps({"type": "Finalize"}))
+            for _ in range(2):
+                await asyncio.sleep(2)
+                await ws.send(json.dumps({"type": "KeepAlive"}))
+            await ws.send(json.dumps({"type": "CloseStream"}))
+            await asyncio.wait_for(reader, 30)
+            return sent
+
+    sent = asyncio.run(go())
+    answers = [t - sent for t, m in got if m.get("type") == "Results" and m.get("from_finalize")]
+    text = " ".join(m["channel"]["alternatives"][0]["transcript"] for _, m in got
+                    if m.get("type") == "Results" and m["is_final"])
+    assert answers and answers[0] < 2.0, (answers, text)
+    assert normalize(text)[-2:] == ["comparatively", "modern"], text

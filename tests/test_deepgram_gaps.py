@@ -57,8 +57,10 @@ def test_defaults_say_the_end_at_once_but_never_inside_speech():
     g.words(2.1, 2.5)
     g.ended()  # a finalize while the speaker goes on
     assert g.due(2.6) == (False, False)
-    g.silence()  # ... until they stop
-    assert g.due(2.7) == (True, False)
+    g.silence()  # ... until they stop, and what they said after it is decoded
+    assert g.due(2.7) == (False, False)
+    g.ended()  # (no more words: the utterance's end says so)
+    assert g.due(2.8) == (True, False)
     g = Gaps(endpointing=None, utterance_end=1.0)  # endpointing=false: no speech_final
     g.speech(0.0)
     g.silence()
@@ -98,3 +100,33 @@ def test_a_cough_heard_ahead_of_the_decoder_keeps_the_speech_after_it():
     assert g.due(2.4) == (True, False)  # (0.5 s of silence before the cough: said)
     g.ended()  # the cough's end: no words
     assert g.starts == [4.0]
+
+
+def test_after_a_finalize_inside_speech_the_speech_that_goes_on_holds_the_end():
+    """jfk finalized at 6.5 s, inside "... your country can do | for you" (as Pipecat does
+    at a short pause): the answer's words end at 6.66; the VAD heard "for you" (7.24-7.74)
+    in the same utterance and ended it at 8.0, before its words were final. Then 1.4 s of
+    "silence" after 6.66 said speech_final and UtteranceEnd, and "For you." came after."""
+    g = Gaps(endpointing=0.0, utterance_end=1.0)
+    g.speech(4.9)
+    g.words(5.7, 6.66)
+    g.ended()  # the finalize's answer, while the VAD still hears speech
+    assert g.due(7.0) == (False, False)
+    g.silence()  # the VAD ends the utterance at 8.0: its last words are being decoded
+    assert g.due(8.05) == (False, False)
+    g.words(7.24, 7.74)
+    g.ended()  # "For you.", the utterance's end
+    assert g.due(8.15) == (True, False) and g.due(8.8) == (False, True)
+
+
+def test_after_a_finalize_inside_speech_an_utterance_with_no_more_words_ends():
+    """The same, when the finalize came in the VAD's hangover: the utterance ends with no
+    more words (its end decode says so), and the silence after 6.66 counts as before."""
+    g = Gaps(endpointing=0.0, utterance_end=1.0)
+    g.speech(4.9)
+    g.words(5.7, 6.66)
+    g.ended()
+    g.silence()
+    assert g.due(7.2) == (False, False)
+    g.ended()  # the utterance's end: nothing more
+    assert g.due(7.3) == (True, False) and g.due(7.7) == (False, True)

@@ -29,6 +29,10 @@ class Gaps:
     heard: bool = False  # words since the last utterance end
     spoke: bool = False  # words since the last UtteranceEnd
     last_word_end: float = 0.0
+    # the VAD's utterance went on past the last end (a finalize's): what it heard after the
+    # answer's last word is speech whose words are still to come, or, if the utterance ends
+    # with none, noise
+    going_on: bool = False
 
     def words(self, start: float, end: float) -> None:
         """A final with words: the silence before them is over (what it reached before them
@@ -39,6 +43,7 @@ class Gaps:
             self.final_due = self.end_due = False
         self.starts = [t for t in self.starts if t > end]
         self.heard = self.spoke = True
+        self.going_on = False
         self.last_word_end = max(self.last_word_end, end)
 
     def speech(self, t: float) -> None:
@@ -53,11 +58,18 @@ class Gaps:
         after the last one starts to count; without (a cough, a breath, a finalize with
         nothing left) there was no speech, and the silence before goes on."""
         if not self.heard:
-            self.starts = self.starts[1:]  # its own start: later ones are speech still to come
+            if self.going_on:  # (the utterance a finalize answered ended with no more words)
+                self.going_on = False
+            else:
+                self.starts = self.starts[1:]  # its own start: later ones are speech to come
             return
         self.heard = False
         self.quiet_from = self.last_word_end
         self.starts = [t for t in self.starts if t > self.quiet_from]
+        # a finalize inside an utterance (jfk finalized at 6.5 s): "For you." was still being
+        # decoded when 1.4 s of "silence" after "can do." said speech_final and UtteranceEnd
+        # (speech the VAD started after the last word has its own start, above)
+        self.going_on = self.speaking and not self.starts
         self.final_due = self.endpointing is not None
         self.end_due = self.utterance_end is not None and self.spoke
 
@@ -65,6 +77,8 @@ class Gaps:
         """The silence after the last word so far: up to a VAD start after it (until the
         words tell whether that was speech), none while a finalize's speech goes on."""
         assert self.quiet_from is not None
+        if self.going_on:
+            return -1.0
         if self.starts:
             return self.starts[0] - self.quiet_from
         if self.speaking:
