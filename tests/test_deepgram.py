@@ -510,3 +510,46 @@ def test_a_finalize_after_the_last_audio_is_answered_without_more_audio(live_ser
                     if m.get("type") == "Results" and m["is_final"])
     assert answers and answers[0] < 2.0, (answers, text)
     assert normalize(text)[-2:] == ["comparatively", "modern"], text
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("gap", [0.0, 1.0])
+def test_a_finalize_said_twice_gets_two_answers_in_order(live_server, gap):
+    """A client that sends ``Finalize`` twice (a retry, two buttons, a framework and the app
+    both flushing): each gets its ``from_finalize`` answer, and the empty ones follow the
+    audio in order. The second answer (1.90-1.90 s) was followed at the end by an empty
+    ``speech_final`` Results back at 1.70-1.90 s; with a pause between the two, the second
+    answer and that result both covered 1.70-1.90 s."""
+    import asyncio
+
+    from websockets.asyncio.client import connect
+
+    pcm = s16(load16k("LJ001-0002.wav"))
+    got: list[dict] = []
+
+    async def go() -> None:
+        url = (f"{live_server.url}/deepgram/v1/listen?encoding=linear16&sample_rate=16000"
+               "&interim_results=true")
+        async with connect(url) as ws:
+            async def rx() -> None:
+                async for m in ws:
+                    got.append(json.loads(m))
+            reader = asyncio.create_task(rx())
+            for i in range(0, len(pcm), 3200):
+                await ws.send(pcm[i : i + 3200])
+                await asyncio.sleep(0.1)
+            await ws.send(json.dumps({"type": "Finalize"}))
+            await asyncio.sleep(gap)
+            await ws.send(json.dumps({"type": "Finalize"}))
+            await asyncio.sleep(2)
+            await ws.send(json.dumps({"type": "CloseStream"}))
+            await asyncio.wait_for(reader, 30)
+
+    asyncio.run(go())
+    finals = [(m["start"], round(m["start"] + m["duration"], 3),
+               m["channel"]["alternatives"][0]["transcript"], m["from_finalize"])
+              for m in got if m.get("type") == "Results" and m["is_final"]]
+    assert sum(f[3] for f in finals) == 2, finals
+    for a, b in zip(finals, finals[1:]):
+        assert b[0] >= a[1] - 0.01, finals
+    assert normalize(" ".join(f[2] for f in finals))[-2:] == ["comparatively", "modern"]

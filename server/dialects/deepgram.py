@@ -47,9 +47,10 @@ MAX_FILE_BYTES = 512 << 20
 _CONTAINERS = (b"OggS", b"fLaC", b"\x1aE\xdf\xa3", b"caff")  # Ogg, FLAC, WebM/Matroska, CAF
 IDLE_TIMEOUT_S = 10.0  # Deepgram closes a stream that sends nothing for 10 s (NET-0001)
 _STATUS = {"unauthorized": 401, "server_full": 429, "not_ready": 503, "shutting_down": 503,
-           "file_too_large": 413, "decode_failed": 500}
+           "file_too_large": 413, "decode_failed": 500, "method_not_allowed": 405}
 _ERR_CODE = {401: "INVALID_AUTH", 429: "TOO_MANY_REQUESTS", 503: "SERVICE_UNAVAILABLE",
-             413: "PAYLOAD_TOO_LARGE", 500: "INTERNAL_SERVER_ERROR"}
+             413: "PAYLOAD_TOO_LARGE", 500: "INTERNAL_SERVER_ERROR",
+             405: "METHOD_NOT_ALLOWED"}
 
 
 def model_uuid(name: str) -> str:
@@ -172,6 +173,7 @@ class DeepgramConnection(ListenConnection):
         self._finalizing = 0  # Finalize messages not yet answered
         self._odd = b""  # a linear16 frame's last byte, when it ended inside a sample
         self._silence_out = False  # a _Silence waits in the outbox
+        self._tiled = 0.0  # where the last final Results ended: an empty one starts there
         self._gaps = Gaps((opts.endpointing_ms or 0) / 1000 if opts.speech_final else None,
                           None if opts.utterance_end_ms is None else opts.utterance_end_ms / 1000)
         self._uuid = model_uuid(self.engine.model_name)
@@ -293,6 +295,8 @@ class DeepgramConnection(ListenConnection):
     # -- output ----------------------------------------------------------------------------
     def _results(self, alt: dict[str, Any], start: float, end: float, *, is_final: bool,
                  speech_final: bool = False, from_finalize: bool = False) -> str:
+        if is_final:
+            self._tiled = max(self._tiled, end)
         return json.dumps({
             "type": "Results", "channel_index": [0, 1], "duration": round(end - start, 3),
             "start": round(start, 3), "is_final": is_final, "speech_final": speech_final,
@@ -331,6 +335,8 @@ class DeepgramConnection(ListenConnection):
             # (Results tile the audio: from the words, to the audio received or to the speech
             # the VAD heard start after them: sent faster than real time, that speech's words
             # come later, and an empty result over them would reach back over their final)
+            # (and never back over an empty one written before: a Finalize said twice)
+            at = max(at, self._tiled)
             t = max(at, min([self.session.audio_seconds, *self._gaps.starts]))
             out.append(self._results(alternative([], "", self.opts.punctuate), at, t,
                                      is_final=True, speech_final=final,
@@ -345,12 +351,11 @@ class DeepgramConnection(ListenConnection):
         if isinstance(msg, _Raw):
             return [json.dumps(msg.body)]
         if isinstance(msg, _Flushed):
-            t = self.session.audio_seconds
-            more = [self._results(alternative([], "", self.opts.punctuate), t, t,
-                                  is_final=True, from_finalize=True)] * msg.more
-            if isinstance(msg.final, wire.Final):
-                return self._final(msg.final, True) + more
-            return self._ended(msg.final, True) + more
+            out = (self._final(msg.final, True) if isinstance(msg.final, wire.Final)
+                   else self._ended(msg.final, True))
+            t = max(self._tiled, self.session.audio_seconds)
+            return out + [self._results(alternative([], "", self.opts.punctuate), t, t,
+                                        is_final=True, from_finalize=True)] * msg.more
         if isinstance(msg, wire.Final):
             return self._final(msg, False)
         if isinstance(msg, wire.UtteranceEnd):
