@@ -116,3 +116,18 @@ def test_stream_true_sends_the_transcript_as_it_is_made(live_server, sample):
     r = httpx.post(f"{live_server.http}/v1/audio/transcriptions", files={
         "file": ("speech.wav", data)}, data={"model": "whisper-1", "stream": "true"})
     assert r.status_code == 200 and wer(ref, r.json()["text"]) <= 0.25
+
+
+@pytest.mark.timeout(60)
+def test_another_method_on_a_file_endpoint_is_a_405_in_the_dialects_shape(live_server):
+    """A GET (a browser, a health probe, a client that builds the wrong request) on a file
+    endpoint was answered by the web page's static files: a plain-text 404 "Not Found", which
+    reads as a wrong URL, not a wrong method."""
+    for path in ("/v1/audio/transcriptions", "/v1/audio/translations"):
+        r = httpx.get(f"{live_server.http}{path}")
+        assert r.status_code == 405 and r.headers["allow"] == "POST", (path, r.text)
+        assert r.json()["error"]["code"] == "method_not_allowed"
+    r = httpx.put(f"{live_server.http}/deepgram/v1/listen", content=b"x")
+    assert r.status_code == 405 and r.headers["allow"] == "POST", r.text
+    assert r.json()["err_code"] == "METHOD_NOT_ALLOWED"
+    assert httpx.head(f"{live_server.http}/v1/audio/transcriptions").status_code == 405

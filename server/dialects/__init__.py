@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 
+from ..errors import ClientError
 from . import deepgram, deepgram_files, openai_audio, openai_realtime
 
 if TYPE_CHECKING:
@@ -39,6 +42,15 @@ def routes(server: WhisperWire) -> list[BaseRoute]:
     async def realtime(ws):  # type: ignore[no-untyped-def]
         await openai_realtime.realtime(server, ws)
 
+    async def dg_not_post(request):  # type: ignore[no-untyped-def]
+        status, body = deepgram.error_body(_not_post(request), "")
+        return JSONResponse(body, status_code=status, headers={"Allow": "POST"})
+
+    async def openai_not_post(request):  # type: ignore[no-untyped-def]
+        response = openai_audio.error(_not_post(request))
+        response.headers["Allow"] = "POST"
+        return response
+
     return [
         WebSocketRoute("/deepgram/v1/listen", dg_live),
         Route("/deepgram/v1/listen", dg_file, methods=["POST"]),
@@ -46,4 +58,17 @@ def routes(server: WhisperWire) -> list[BaseRoute]:
         Route("/v1/audio/translations", translations, methods=["POST"]),
         Route("/v1/models", models),
         WebSocketRoute("/v1/realtime", realtime),
+        # (another method on a POST endpoint: a 405 in the dialect's own error shape; without
+        # these routes the web page's static files answered a plain-text 404)
+        Route("/deepgram/v1/listen", dg_not_post, methods=_NOT_POST),
+        Route("/v1/audio/transcriptions", openai_not_post, methods=_NOT_POST),
+        Route("/v1/audio/translations", openai_not_post, methods=_NOT_POST),
     ]
+
+
+_NOT_POST = ["GET", "PUT", "PATCH", "DELETE"]  # (HEAD comes with GET)
+
+
+def _not_post(request: Request) -> ClientError:
+    return ClientError("method_not_allowed",
+                       f"{request.method} is not allowed here; POST the audio")

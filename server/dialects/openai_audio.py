@@ -33,7 +33,8 @@ __all__ = ["list_models", "model_entries", "transcribe"]
 MAX_FILE_BYTES = 25 << 20  # OpenAI's limit, which its clients expect
 FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
 _STATUS = {"unauthorized": 401, "server_full": 429, "not_ready": 503, "shutting_down": 503,
-           "file_too_large": 413, "decode_failed": 500, "forbidden_origin": 403}
+           "file_too_large": 413, "decode_failed": 500, "forbidden_origin": 403,
+           "method_not_allowed": 405}
 _TYPE = {401: "invalid_request_error", 429: "rate_limit_error", 503: "server_error",
          500: "server_error"}
 _NAMES = {"en": "english", "zh": "chinese", "de": "german", "es": "spanish", "fr": "french",
