@@ -54,8 +54,9 @@ def test_defaults_say_the_end_at_once_but_never_inside_speech():
     utterance(g, 0.0, 1.0)
     assert g.due(1.0) == (True, False)
     g.speech(2.0)
+    g.finalize()
     g.words(2.1, 2.5)
-    g.ended()  # a finalize while the speaker goes on
+    g.ended(finalize=True)  # a finalize while the speaker goes on
     assert g.due(2.6) == (False, False)
     g.silence()  # ... until they stop, and what they said after it is decoded
     assert g.due(2.7) == (False, False)
@@ -109,8 +110,9 @@ def test_after_a_finalize_inside_speech_the_speech_that_goes_on_holds_the_end():
     "silence" after 6.66 said speech_final and UtteranceEnd, and "For you." came after."""
     g = Gaps(endpointing=0.0, utterance_end=1.0)
     g.speech(4.9)
+    g.finalize()  # at 6.5 s
     g.words(5.7, 6.66)
-    g.ended()  # the finalize's answer, while the VAD still hears speech
+    g.ended(finalize=True)  # its answer, while the VAD still hears speech
     assert g.due(7.0) == (False, False)
     g.silence()  # the VAD ends the utterance at 8.0: its last words are being decoded
     assert g.due(8.05) == (False, False)
@@ -124,9 +126,39 @@ def test_after_a_finalize_inside_speech_an_utterance_with_no_more_words_ends():
     more words (its end decode says so), and the silence after 6.66 counts as before."""
     g = Gaps(endpointing=0.0, utterance_end=1.0)
     g.speech(4.9)
+    g.finalize()
     g.words(5.7, 6.66)
-    g.ended()
+    g.ended(finalize=True)
     g.silence()
     assert g.due(7.2) == (False, False)
     g.ended()  # the utterance's end: nothing more
     assert g.due(7.3) == (True, False) and g.due(7.7) == (False, True)
+
+
+def test_after_a_finalize_inside_speech_a_decoder_behind_the_vad_still_holds_the_end():
+    """The same finalize with the decoder behind the VAD (a slower CPU, a busy server, audio
+    sent faster than real time): the VAD had ended the utterance at 8.0 when the answer was
+    written, and its silence said speech_final and UtteranceEnd before "For you." (the client
+    took "can do for you" for a new turn). Whether speech went on is judged at the Finalize."""
+    g = Gaps(endpointing=0.0, utterance_end=1.0)
+    g.speech(4.9)
+    g.finalize()  # at 6.5 s, inside the utterance
+    g.silence()  # the VAD's end at 8.0, before the answer is written
+    g.words(5.7, 6.66)
+    g.ended(finalize=True)
+    assert g.due(8.1) == (False, False)
+    g.words(7.24, 7.74)
+    g.ended()  # "For you.", the utterance's end
+    assert g.due(8.2) == (True, False) and g.due(8.8) == (False, True)
+
+
+def test_a_finalize_in_silence_lets_its_answer_end_the_utterance():
+    """Pipecat's Finalize after its own VAD said the user stopped (our VAD ended too): the
+    answer's end starts the silence at once, as a VAD's end does."""
+    g = Gaps(endpointing=0.0, utterance_end=1.0)
+    g.speech(0.2)
+    g.silence()
+    g.finalize()
+    g.words(0.3, 2.06)
+    g.ended(finalize=True)
+    assert g.due(2.9) == (True, False) and g.due(3.1) == (False, True)

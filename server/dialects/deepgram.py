@@ -237,6 +237,7 @@ class DeepgramConnection(ListenConnection):
         if kind == "Finalize":
             self._publish(self.session.events())  # finals input made and the pump has not sent
             self._finalizing += 1  # answered by the next final with eou, or utterance_end
+            self._gaps.finalize()
             self.finalize()
         elif kind == "Configure":
             self._configure(msg)
@@ -310,7 +311,7 @@ class DeepgramConnection(ListenConnection):
         if f.words:
             self._gaps.words(f.words[0].start, f.words[-1].end)
         if f.eou:
-            self._gaps.ended()
+            self._gaps.ended(from_finalize)
         final, end = self._gaps.due(self.session.audio_seconds)
         out = [self._results(alternative(list(f.words), f.text, self.opts.punctuate), f.start,
                              f.end, is_final=True, speech_final=final,
@@ -322,7 +323,7 @@ class DeepgramConnection(ListenConnection):
         noise). Deepgram says it with an empty final ``Results`` (``speech_final``, and
         ``from_finalize`` for a ``Finalize``: LiveKit ends the user's speech on the one,
         Pipecat confirms its ``Finalize`` by the other), as for a final with ``eou``."""
-        self._gaps.ended()
+        self._gaps.ended(from_finalize)
         return self._silence(from_finalize)
 
     def _silence(self, from_finalize: bool = False) -> list[str]:
