@@ -115,3 +115,21 @@ def test_pieces_that_start_with_a_mark_or_a_final_are_glued_too():
             assert all(len(c.lines) <= lines for c in cues), (width, cues)
             got = [line for c in cues for line in c.lines]
             assert " ".join(got).split() == "It costs $3.5 for a t-shirt.".split(), (width, got)
+
+
+def test_deepgram_words_are_never_punctuation_alone():
+    """Whisper writes Chinese marks as units of their own ("，" "。"): with ``punctuate`` each
+    was a Deepgram word of its own, ``word: ","`` with its own times, which Deepgram never
+    sends; without it, Spanish and German opening marks stayed on the words ("¿qué",
+    "„guten") and in the transcript."""
+    w = [wire.Word(t, 0.1 * i, 0.1 * i + 0.1, 0.9) for i, t in enumerate(
+        ["有", "孕", ",", "不", "能", "。", "「", "走", "」"])]
+    alt = alternative(w, "有孕,不能。「走」", punctuate=True)
+    assert [(d["word"], d["punctuated_word"]) for d in alt["words"]] == [
+        ("有", "有"), ("孕", "孕,"), ("不", "不"), ("能", "能。"), ("走", "「走」")]
+    assert alt["transcript"] == "有孕,不能。「走」"
+    es = [wire.Word(t, 0.3 * i, 0.3 * i + 0.3, 0.9)
+          for i, t in enumerate([" ¿Qué", " pasa?", " ¡Hola!", " „Guten", " Tag“"])]
+    alt = alternative(es, "¿Qué pasa? ¡Hola! „Guten Tag“", punctuate=False)
+    assert alt["transcript"] == "qué pasa hola guten tag"
+    assert [d["word"] for d in alt["words"]] == ["qué", "pasa", "hola", "guten", "tag"]

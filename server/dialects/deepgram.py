@@ -99,16 +99,39 @@ def _word(w: wire.Word, punctuate: bool) -> dict[str, Any]:
 
 # marks that only punctuate: without ``punctuate`` Deepgram writes none of them as a word (a
 # symbol that is said, "%", "+", "$", stays)
-_MARKS = set(".,!?;:…、。，！？；：\"'“”‘’()[]{}«»「」『』【】—–-")
+_MARKS = set(".,!?;:…、。，！？；：\"'“”‘’()[]{}«»‹›„‚¿¡「」『』【】—–-")
 _MARK_CHARS = "".join(sorted(_MARKS))
+_OPENERS = set("¿¡„‚“‘«‹([{「『【")  # marks that go with the word after them
 
 
 def _whole(words: list[wire.Word], punctuate: bool) -> list[wire.Word]:
     """Deepgram's words: pieces of one word glued back (in a Chinese session our units are
-    characters, and a Latin word among them comes as its tokens: "W" "i" "Fi"), and, without
-    ``punctuate``, no word that is punctuation marks only ("。")."""
-    return [w for w in whole_words(words) if w.word.strip()
-            and (punctuate or not set(w.word.strip()) <= _MARKS)]
+    characters, and a Latin word among them comes as its tokens: "W" "i" "Fi"), and no word
+    that is punctuation marks only: Whisper writes "，" and "。" as units of their own, and
+    Deepgram's words never are; with ``punctuate`` the marks go into the ``punctuated_word``
+    of the word they follow (an opening mark: of the word after it)."""
+    out: list[wire.Word] = []
+    opening = ""  # opening marks waiting for their word
+    for w in whole_words(words):
+        core = w.word.strip()
+        if not core:
+            continue
+        if set(core) <= _MARKS:
+            if not punctuate:
+                continue
+            if out and not set(core) <= _OPENERS:
+                last = out[-1]
+                out[-1] = wire.Word(last.word + core, last.start, max(last.end, w.end),
+                                    last.probability)
+            else:
+                opening += core
+            continue
+        if opening:
+            lead = w.word[: len(w.word) - len(w.word.lstrip())]
+            w = wire.Word(lead + opening + w.word.lstrip(), w.start, w.end, w.probability)
+            opening = ""
+        out.append(w)
+    return out
 
 
 def alternative(words: list[wire.Word], text: str, punctuate: bool) -> dict[str, Any]:
