@@ -71,3 +71,19 @@ def test_text_without_sentence_ends_has_a_paragraph_per_utterance():
                     datetime.datetime.now(datetime.timezone.utc), "0")
     paras = b["results"]["channels"][0]["alternatives"][0]["paragraphs"]["paragraphs"]
     assert [p["num_words"] for p in paras] == [5, 2]
+
+
+def test_a_sentence_that_ends_inside_a_closing_quote_ends():
+    """'He said, "Stop."' and '他说：“走。”' end in a quote mark, not a full stop: the sentence
+    went on into the next utterance, and quoted speech (audiobooks; Whisper's Chinese often
+    writes 。”) made one paragraph of everything after it."""
+    from whisperwire.server.dialects.deepgram_files import _paragraphs
+
+    def w(t: str, a: float) -> wire.Word:
+        return wire.Word(t, a, a + 0.2, 0.9)
+
+    for first, second in ([[w(" He", 0), w(" said,", .2), w(' "Stop."', .4)],
+                           [w(" Then", 2), w(" he", 2.2), w(" left.", 2.4)]],
+                          [[w("他说：", 0), w("“走。”", .2)], [w("然后", 2), w("走了。", 2.2)]]):
+        paras = _paragraphs([first, second], True)["paragraphs"]
+        assert [len(p["sentences"]) for p in paras] == [1, 1], paras

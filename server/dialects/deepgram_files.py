@@ -142,19 +142,26 @@ def _turns(finals: list[wire.Final], split_s: float) -> list[list[wire.Word]]:
     return [t for t in turns if t]
 
 
+_CLOSERS = "\"'”’»›)]}」』】"
+
+
 def _paragraphs(turns: list[list[wire.Word]], punctuate: bool) -> dict[str, Any]:
     """Deepgram's paragraphs: sentences, found by their punctuation, and a new paragraph
     where a sentence ends at a pause that ends an utterance (``turns``); never inside a
     sentence (jfk's one sentence, said in three utterances, was three paragraphs). Text with
     no sentence end at all (Whisper's Chinese may have none) has a paragraph per utterance."""
     ends = (".", "?", "!", "…", "。", "？", "！")
-    punctuated = any(w.word.rstrip().endswith(ends) for t in turns for w in t)
+
+    def ends_sentence(w: wire.Word) -> bool:  # (inside a closing quote too: "Stop." 走。”)
+        return w.word.rstrip().rstrip(_CLOSERS).endswith(ends)
+
+    punctuated = any(ends_sentence(w) for t in turns for w in t)
     groups: list[list[list[wire.Word]]] = [[]]  # paragraphs of sentences of words
     cur: list[wire.Word] = []
     for t in turns:
         for w in t:
             cur.append(w)
-            if w.word.rstrip().endswith(ends):
+            if ends_sentence(w):
                 groups[-1].append(cur)
                 cur = []
         if cur and not punctuated:
