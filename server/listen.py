@@ -151,7 +151,9 @@ class ListenConnection:
         self.cut = False  # the server stopped before the last words were decoded
         self._pump: asyncio.Task | None = None
         self._unfed: Any = None  # what feed() left of a long frame, for _feed_rest()
-        self._last_audio = 0.0  # when audio last came (monotonic): a finalize's grace
+        # when a client sending at real-time pace sends its next frame: the last frame's
+        # arrival plus its length (monotonic; a finalize's grace counts from here)
+        self._audio_until = 0.0
 
     def shutdown(self, reason: str = "server_shutdown") -> None:
         """Stop taking audio and finish like a ``close``: the last words still come."""
@@ -377,7 +379,7 @@ class ListenConnection:
         pace or the backlog never counts as the client's silence."""
         if self.decode_failed or not self.session.finalize_waits:
             return None
-        quiet_from = max(self._last_audio, since)
+        quiet_from = max(self._audio_until, since)
         return max(0.0, quiet_from + self.config.finalize_grace_s - time.monotonic())
 
     def _finalize_without_audio(self, since: float) -> None:
@@ -501,7 +503,10 @@ class ListenConnection:
         self.session.feed_audio(self.resampler.process(x))
         self.on_vad(self.vad.take())
         self.wake.set()
-        self._last_audio = time.monotonic()
+        # (not the arrival alone: a client sending 1 s frames in real time is silent for 1 s
+        # between them, and each finalize went short while its speech was still coming; a
+        # longer frame counts as its last slice, at most FEED_SLICE_S)
+        self._audio_until = time.monotonic() + len(x) / self.params.sample_rate
         self._unfed = rest  # (only once this slice went in: a failure leaves nothing behind)
 
     async def _feed_rest(self) -> None:

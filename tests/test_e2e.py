@@ -106,6 +106,44 @@ def test_abrupt_disconnect_still_finalises_the_transcript(live_server):
     assert normalize(t.text)[-2:] == ["comparatively", "modern"]
 
 
+@pytest.mark.timeout(120)
+def test_a_finalize_between_long_frames_in_real_time_waits_for_the_audio(live_server, caplog):
+    """A client that sends 1 s frames in real time (as simple examples do) is 1 s without
+    audio between frames: its finalizes went short after 0.5 s of that (the grace for a
+    client that sends nothing more), and the final was made of less than ``min_final_ms`` of
+    audio while speech was still coming. The grace counts from the end of the last frame's
+    audio, at real-time pace."""
+    import logging
+
+    caplog.set_level(logging.INFO, "whisperwire.server")
+    pcm = s16(load16k("LJ001-0003.wav"))
+
+    async def go() -> list:
+        import websockets
+
+        got = []
+        async with websockets.connect(live_server.url + "/v1/listen?language=en") as ws:
+            async def rx() -> None:
+                async for m in ws:
+                    got.append(wire.decode(m))
+            reader = asyncio.create_task(rx())
+            t0 = time.monotonic()
+            for k, i in enumerate(range(0, len(pcm), 32000)):
+                await ws.send(pcm[i : i + 32000])
+                if k in (3, 6):
+                    await ws.send(json.dumps({"type": "finalize"}))
+                await asyncio.sleep(max(0.0, t0 + (i + 32000) / 32000 - time.monotonic()))
+            await ws.send(json.dumps({"type": "close"}))
+            await asyncio.wait_for(reader, 60)
+        return got
+
+    got = run(go())
+    assert "event=finalize_without_audio" not in caplog.text
+    text = " ".join(m.text for m in got if isinstance(m, wire.Final))
+    assert wer(references()["LJ001-0003.wav"], text) <= 0.2, text
+    assert sum(1 for m in got if isinstance(m, wire.Final) and m.eou) >= 2
+
+
 def test_finalize_keeps_the_session_open(live_server):
     a, b = load16k("LJ001-0002.wav"), load16k("jfk.wav")
 
