@@ -97,7 +97,7 @@ _HINTS = {
     "session_taken": "choose another --session, or wait until that speaker stops",
     "unauthorized": "check --token",
     "server_full": "the server has no free session; try again later",
-    "bad_language": "choose one of the model's languages with --language, or auto",
+    "bad_language": "choose a language the server's model knows with --language",
     "bad_task": "--task translate needs a multilingual model (serve --model base)",
 }
 

@@ -186,8 +186,11 @@ class WhisperWire:
         params = parse()
         langs = self.engine.languages
         if params.language not in (None, "auto") and params.language not in langs:
+            known = (f"it is English-only; a multilingual model (whisperwire serve --model "
+                     f"base) knows {params.language!r}" if tuple(langs) == ("en",)
+                     else f"it knows {', '.join(langs)}")
             raise ClientError("bad_language", f"model {self.engine.model_name} does not know "
-                              f"language {params.language!r}; it knows {', '.join(langs)}")
+                              f"language {params.language!r}; {known}")
         if params.task == "translate" and len(langs) <= 1:
             raise ClientError("bad_task", f"model {self.engine.model_name} is English-only: it "
                               "transcribes, it does not translate")

@@ -153,6 +153,8 @@ def test_a_wrong_language_is_a_sentence_every_time(live_server):
         r = cli("stream", JFK, "--url", live_server.url, "--speed", "0", "--language", "de")
         said_plainly(r, "does not know language 'de'", "bad_language")
         assert "nan" not in r.stderr
+    # (the hint said "or auto": an English-only model "detects" English in any speech)
+    assert "English-only" in r.stderr and "--model base" in r.stderr and "auto" not in r.stderr
 
 
 def test_a_second_speaker_under_a_live_id_is_told_why(live_server):
