@@ -34,7 +34,8 @@ from .judging import Judge, Verdict
 from .rereads import centre, spoken, words_from
 from .speech_spans import SpeechSpans
 from .stream_options import StreamOptions
-from .text import convert_words, is_unspaced, join_texts, script_for, split_words
+from .text import (cjk_marks, convert_words, is_unspaced, join_texts, script_for,
+                   split_words)
 from .utterance import Asking, Attempt, Early, EndMark, Kind, Run, WholeAsk
 from .vad import (SpeechAudio, SpeechEnd, SpeechPause, SpeechResume, SpeechStart, Tone,
                   VadSegmenter)
@@ -632,7 +633,7 @@ class StreamSession:
         end = int(round(win_end * MODEL_RATE))
         if end - u.main_to >= self.opt.samples(self.opt.main_step_ms):
             u.main_for = end
-        text = join_words(words)
+        text = join_words(cjk_marks(words, self._committed_text))
         if words and text != self._partial:
             self._partial = text
             self._events.append(Partial(self.segment, text, words[0].start, words[-1].end))
@@ -725,10 +726,10 @@ class StreamSession:
         if self.opt.word_times_in_speech:
             words = self._spans.clamp(words)
             self._spans.forget_before(words[0].start - 1.0)
-        text = join_words(words)
-        self._events.append(
-            Final(self.segment, text, words[0].start, words[-1].end, tuple(words), eou)
-        )
+        text = join_words(words)  # (Whisper's, for later decodes' context)
+        shown = cjk_marks(words, self._committed_text)
+        self._events.append(Final(self.segment, join_words(shown), words[0].start,
+                                  words[-1].end, tuple(shown), eou))
         self._last_word_end = words[-1].end
         self.segment += 1
         self._partial = ""
@@ -759,7 +760,7 @@ class StreamSession:
 
     def _update_partial(self, u: Run) -> None:
         pending = u.buffer.pending
-        text = join_words(pending)
+        text = join_words(cjk_marks(pending, self._committed_text))
         if text == self._partial:
             return
         self._partial = text

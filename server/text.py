@@ -225,6 +225,36 @@ def wrap_units(units: Sequence[str], width: int) -> list[str]:
     return lines
 
 
+# -- Chinese and Japanese punctuation ----------------------------------------------------
+_FULL_WIDTH = str.maketrans(",?!:;", "，？！：；")
+
+
+def _is_han_or_kana(ch: str) -> bool:
+    o = ord(ch)
+    return (0x3040 <= o <= 0x30FF or 0x3400 <= o <= 0x9FFF or 0xF900 <= o <= 0xFAFF
+            or 0x20000 <= o <= 0x2FA1F)
+
+
+def cjk_marks(words: Sequence[Word], before: str = "") -> list[Word]:
+    """The words with an ASCII comma, question or exclamation mark, colon or semicolon that
+    follows a Chinese or Japanese character written full-width: Whisper mixes "," with "。"
+    and "、" ("有孕,不能。"), where Chinese text (and every Chinese subtitle) writes "，".
+    ``before``: the text the words follow. Only what is shown: decodes keep Whisper's own."""
+    prev = before.rstrip()[-1:]
+    out = []
+    for w in words:
+        chars = []
+        for ch in w.word:
+            if prev and ch in ",?!:;" and _is_han_or_kana(prev):
+                ch = ch.translate(_FULL_WIDTH)
+            chars.append(ch)
+            if not ch.isspace():
+                prev = ch
+        word = "".join(chars)
+        out.append(w if word == w.word else replace(w, word=word))
+    return out
+
+
 # -- script ----------------------------------------------------------------------------
 def script_for(language: str | None, zh_script: str | None) -> str:
     """The script a session's text is written in: ``zh_script`` if given, else simplified

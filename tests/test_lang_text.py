@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from whisperwire.server.text import (
+    cjk_marks,
     convert_words,
     display_width,
     join_texts,
@@ -176,3 +177,15 @@ def test_a_chinese_partial_follows_its_line_without_a_space():
     assert "能 " not in f.partial("力很强")
     f.final("Hello", 2, 3)
     assert "Hello \x1b" in f.partial("there")
+
+
+def test_ascii_marks_after_chinese_are_full_width_and_nowhere_else():
+    """Whisper mixes "," with "。" in Chinese ("有孕,不能。"); a Latin word's marks, numbers'
+    separators and text before a Chinese character stay as they are."""
+    words = [Word(t, 0.1 * i, 0.1 * i + 0.1, 0.9) for i, t in enumerate(
+        ["有", "孕", ",", "不", "能", "。", " Python", ",", " ok", "好", ":", "1,000", "吗", "?"])]
+    got = cjk_marks(words)
+    assert "".join(w.word for w in got) == "有孕，不能。 Python, ok好：1,000吗？"
+    assert [(w.start, w.end) for w in got] == [(w.start, w.end) for w in words]
+    assert cjk_marks([Word(",", 0, 0.1, 0.9), Word("对", 0.1, 0.2, 0.9)], before="是的")[0].word \
+        == "，"
