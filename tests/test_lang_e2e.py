@@ -198,3 +198,17 @@ def test_the_page_offers_the_models_languages_and_translation(server):
         assert options["auto"] == "detect" and options["zh"] == "中文" and "de" in options
         assert page.is_visible("#task")
         page.close()
+
+
+@pytest.mark.timeout(150)
+def test_a_chinese_file_is_written_with_full_width_marks(server):
+    """zh-01's OpenAI transcript and subtitles had ASCII commas inside Chinese ("...线构,");
+    Chinese text writes "，"."""
+    audio = load16k("zh/zh-01.wav")
+    for fmt in ("text", "srt"):
+        r = httpx.post(f"{server.http}/v1/audio/transcriptions", timeout=120,
+                       data={"model": "whisper-1", "language": "zh", "response_format": fmt},
+                       files={"file": ("zh-01.wav", wav_bytes(audio))})
+        assert r.status_code == 200, r.text
+        assert re.search(r"[\u4e00-\u9fff]{4}", r.text) and "，" in r.text, r.text
+        assert not re.search(r"[\u4e00-\u9fff][,?!:;]", r.text), r.text
