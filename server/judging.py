@@ -366,7 +366,11 @@ class Judge:
         # 3.97-4.09 s)
         repeats_said = not self.degenerate(r) or (voice and silent_from < float("inf"))
         # words nothing in the audio says: they go after the loop cut (below)
-        unsaid = unsaid_words(req, out, prefix[-REREAD_UNITS:]) | squeezed_runs(prefix, out, keys)
+        # (not in a translation: its English has no place in the audio, and the aligner
+        # squeezes its last words to no time as often as not: "... and the low-level effect
+        # of" was all of zh-08's that came)
+        unsaid = (set() if req.task == "translate" else unsaid_words(
+            req, out, prefix[-REREAD_UNITS:])) | squeezed_runs(prefix, out, keys)
         # Whisper re-reading the phrase that ends its prefix, wherever the aligner put it (often
         # squeezed into the window's last instant, past the final audio) ...
         head = repeated_head(prefix, keys)

@@ -553,6 +553,16 @@ class StreamSession:
         whole = u.asking.whole
         return req.whole and whole is not None and whole.silence
 
+    @property
+    def _agrees(self) -> bool:
+        """Whether steps that agree make words final before their utterance ends. Not in a
+        translation: its English has no place in the audio (one clause of it may come from
+        words said after another), so two decodes agree on words whose times say nothing, and
+        a later decode, forced past them, translated the same audio again ("... the low-level
+        crisis.-level crisis and the effect of the low-level crisis."). A translation is
+        final by the utterance (a pause, a finalize, a full window), as a sentence is."""
+        return self.task != "translate"
+
     def _commit(self, u: Run, kind: Kind, result: DecodeResult, words: list[Word],
                 duration: float, win_end: float, unsure: bool, busy_step: bool) -> None:
         """What a decode's accepted words make final, by what the decode was for."""
@@ -586,11 +596,11 @@ class StreamSession:
             # such decodes in a row often loop the same way ("biscuit does he know that he's
             # good does he know that he's good ...", twice, after the final "does he know that")
             u.buffer.forget()
-            if self.opt.loop_asks_check and busy_step and not unsure:
+            if self.opt.loop_asks_check and busy_step and not unsure and self._agrees:
                 self._check_after_loop(u, win_end)
             self._slide_window(u)
         else:
-            if duration * 1000 >= self.opt.commit_after_ms and not unsure:
+            if duration * 1000 >= self.opt.commit_after_ms and not unsure and self._agrees:
                 until = win_end - self.opt.holdback_ms / 1000
                 alone = win_end - self.opt.busy_alone_ms / 1000 if (
                     busy_step and self.opt.busy_alone_ms) else float("-inf")

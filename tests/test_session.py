@@ -352,6 +352,27 @@ def test_words_squeezed_past_the_end_of_an_utterance(ghosts, kept):
     assert text.split() == ["w0", "w1", "w2", "w3"] + said
 
 
+def test_a_translations_last_words_squeezed_to_no_time_stay():
+    """A translation's English has no place in the audio: the aligner squeezes its last
+    words to no time as often as not, and they went as unsaid (zh-08 translated: "... and the
+    low-level effect of", its end gone)."""
+    audio, truth = make_stream(4)
+    ghosts = ((" the", 0.6), (" earth.", 0.5))
+
+    def trailing_words(req):
+        r = ScriptedDecoder(truth)(req)
+        if not req.final:
+            return r
+        end = req.duration
+        return DecodeResult(r.words + tuple(Word(w, end, end, p) for w, p in ghosts), r.text,
+                            0.01, -0.3, 1.2)
+
+    for task, said in (("transcribe", []), ("translate", ["the", "earth."])):
+        s = StreamSession(StreamOptions(), energy_vad(), task=task)
+        text = " ".join(f.text for f in finals(drive(s, trailing_words, audio)))
+        assert text.split() == ["w0", "w1", "w2", "w3"] + said, task
+
+
 def test_a_loop_whose_repeat_is_squeezed_past_the_audio_is_cut_where_it_starts():
     """en-06 in real time over the WebSocket: "Does he" final, then the utterance's end decode
     "know the biscuit? Does he know the biscuit?", the second "know the biscuit?" squeezed to
@@ -2848,3 +2869,21 @@ def test_a_window_is_asked_again_as_long_as_ways_are_left_then_its_words_are_tak
     a.whole = WholeAsk(100, silence=False)
     assert a.whole_at(100) and not a.whole_at(101)
 
+
+
+@pytest.mark.parametrize("pause_every", [0, 5])
+def test_a_translation_is_final_by_the_utterance_with_every_word(pause_every):
+    """A translation's words have no place in the audio: agreement between two steps made
+    them final mid-utterance by times that say nothing, and a later decode, forced past them,
+    translated the same audio again. A translation is final at its utterance's end (or by a
+    full window), every word once."""
+    audio, truth = make_stream(30, pause_every=pause_every)
+    s = StreamSession(StreamOptions(), energy_vad(), task="translate")
+    ev = drive(s, ScriptedDecoder(truth), audio)
+    f = finals(ev)
+    assert " ".join(x.text for x in f).split() == [w[0] for w in truth]
+    if pause_every:
+        assert len(f) == 30 // pause_every and all(x.eou for x in f)
+    else:  # 15 s of speech without a pause: a full window, then the end
+        assert len(f) == 2 and f[-1].eou
+    assert any(isinstance(e, Partial) for e in ev)  # partials still show the translation
