@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable
 from urllib.parse import urlencode, urlsplit, urlunsplit
@@ -61,7 +62,16 @@ def ws_url(url: str) -> str:
     if scheme not in ("ws", "wss") or not parts.hostname:
         raise ClientFault(f"--url {url!r} is not a server address; expected ws://HOST:PORT "
                           "(or wss://), e.g. ws://127.0.0.1:8765")
-    return urlunsplit((scheme, parts.netloc, parts.path, "", ""))
+    try:
+        parts.port  # (a port out of range or not a number: a traceback, when connecting)
+    except ValueError:
+        raise ClientFault(f"--url {url!r} has no valid port (1-65535); expected ws://HOST:PORT, "
+                          "e.g. ws://127.0.0.1:8765") from None
+    # the server's address, not one of its endpoints: "/v1/listen" pasted from the README was
+    # asked for as ".../v1/listen/v1/listen", and the 403 blamed the token (a path before
+    # them, a proxy's prefix, stays)
+    path = re.sub(r"/v1(/listen|/sessions/[^/]*/events)?/*$", "", parts.path)
+    return urlunsplit((scheme, parts.netloc, path, "", ""))
 
 
 def check_output(path: str | None) -> None:

@@ -222,16 +222,21 @@ async def until_stopped(chunks: AsyncIterator[bytes], stop: asyncio.Event
 
 def ctrl_c_sets(stop: asyncio.Event, then: asyncio.Event | None = None) -> None:
     """On the running loop: the first Ctrl-C sets ``stop`` instead of raising; with ``then``,
-    a second one sets that (quit without waiting)."""
+    a second one sets that (quit without waiting). SIGTERM and SIGHUP (``timeout``, ``docker
+    stop``, systemd, a closed terminal) do the same: they killed the client at once, and
+    ``--output`` was never written."""
     import signal
 
     def on_ctrl_c() -> None:
         (then if then is not None and stop.is_set() else stop).set()
 
-    try:
-        asyncio.get_running_loop().add_signal_handler(signal.SIGINT, on_ctrl_c)
-    except (NotImplementedError, RuntimeError):  # not on the main thread, or Windows
-        pass
+    for sig in (signal.SIGINT, getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)):
+        if sig is None:
+            continue
+        try:
+            asyncio.get_running_loop().add_signal_handler(sig, on_ctrl_c)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread; Windows
+            pass
 
 
 ENDED_EARLY = {

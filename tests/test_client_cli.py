@@ -44,6 +44,10 @@ def said_plainly(r: subprocess.CompletedProcess, *words: str) -> None:
 @pytest.mark.parametrize("given, want", [
     ("ws://h:1", "ws://h:1"), ("wss://h:1/x", "wss://h:1/x"),
     ("h:8765", "ws://h:8765"), ("127.0.0.1:8765/", "ws://127.0.0.1:8765/"),
+    # an endpoint pasted for the server's address: it was asked for as .../v1/listen/v1/listen,
+    # and the server's 403 was read as a wrong token; a proxy's prefix stays
+    ("ws://h:1/v1/listen", "ws://h:1"), ("ws://h:1/v1", "ws://h:1"),
+    ("wss://h/ww/v1/listen/", "wss://h/ww"), ("ws://h:1/v1/sessions/a/events", "ws://h:1"),
 ])
 def test_urls_accept_websocket_urls_and_bare_hosts(given, want):
     assert ws_url(given) == want
@@ -56,7 +60,8 @@ def test_http_urls_name_the_websocket_address(given, hint):
         ws_url(given)
 
 
-@pytest.mark.parametrize("bad", ["ftp://h:1", "ws://", "http:///x"])
+@pytest.mark.parametrize("bad", ["ftp://h:1", "ws://", "http:///x", "ws://127.0.0.1:99999",
+                                 "ws://127.0.0.1:notaport"])
 def test_other_urls_say_what_is_expected(bad):
     with pytest.raises(ClientFault, match="expected ws://HOST:PORT"):
         ws_url(bad)
@@ -217,6 +222,29 @@ def test_the_server_stopping_mid_stream_is_waited_for_and_ctrl_c_twice_ends_it(l
     r = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     said_plainly(r, "shutting down; reconnecting", "saved")
     assert out.read_text().split() == stdout.split() and stdout.split()
+
+
+def test_stream_stopped_by_sigterm_still_saves_its_output(live_server, tmp_path):
+    """``timeout 8 whisperwire stream talk.wav --output talk.srt`` (or ``docker stop``): the
+    client died at once and the file was never written; now SIGTERM stops the sending as
+    Ctrl-C does, and the finals of what was sent are saved."""
+    import signal
+
+    out = tmp_path / "term.txt"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "whisperwire.server", "stream", str(SPEECH / "real" / "en-05.wav"),
+         "--url", live_server.url, "--session", "terminated", "--output", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # mid-stream: once the first final is out
+        t = live_server.app.state.hub.get("terminated")
+        if t is not None and t.finals:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "Traceback" not in stderr, stderr
+    assert "saved" in stderr and out.read_text().split() == stdout.split() and stdout.split()
 
 
 def test_unknown_message_types_are_skipped(tmp_path):
@@ -385,23 +413,26 @@ def test_captions_shows_a_restarted_server_s_channel_from_its_first_final(live_s
     assert finals()[-1].segment == 0  # (the new life's own first final)
 
 
-def test_captions_follows_until_ctrl_c_and_then_saves(live_server, tmp_path):
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_captions_follows_until_ctrl_c_and_then_saves(live_server, tmp_path, sig):
+    """SIGTERM and SIGHUP (``timeout``, ``docker stop``, systemd, a closed terminal) stop it
+    as Ctrl-C does: they killed it at once, and ``--output`` was never written."""
     import signal
 
-    p = wire.ListenParams(session="ctrl-c-cli")
+    p = wire.ListenParams(session=f"ctrl-c-cli-{sig}")
     res = asyncio.run(stream_chunks(live_server.url, paced(s16(load16k(JFK)), p, 0), p))
     out = tmp_path / "viewer.srt"
     viewer = subprocess.Popen(
-        [sys.executable, "-m", "whisperwire.server", "captions", "ctrl-c-cli", "--url",
+        [sys.executable, "-m", "whisperwire.server", "captions", p.session, "--url",
          live_server.url, "--output", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    channel = live_server.app.state.hub.get("ctrl-c-cli")
+    channel = live_server.app.state.hub.get(p.session)
     deadline = time.monotonic() + 60
     while not channel.viewers and time.monotonic() < deadline:  # it is connected and following
         time.sleep(0.05)
     time.sleep(0.5)
     assert viewer.poll() is None, "still following after the speaker stopped"
-    viewer.send_signal(signal.SIGINT)
+    viewer.send_signal(getattr(signal, sig))
     stdout, stderr = viewer.communicate(timeout=30)
     assert viewer.returncode == 0 and "Traceback" not in stderr, stderr
     assert stdout.split() == res.text.split()
