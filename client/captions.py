@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import quote
 
 from whisperwire.server import wire
+from whisperwire.server.hub import on_channel_clock
 
 from .connect import bearer, check_output, parse_event, run_client, ws_url
 from .printer import CaptionPrinter
@@ -90,18 +91,28 @@ async def follow_channel(url: str, session: str, on_message: Callable[[wire.Mess
 
     waits_s = RETRIES_S if waits_s is None else waits_s
     seen, life = -1, None
+    shift = last_end = 0.0  # where the id's current life starts on the first life's clock
 
     def fresh(m: wire.Message) -> None:
-        nonlocal seen, life
+        nonlocal seen, life, shift
         if isinstance(m, wire.Channel):  # another life of the id numbers its finals from 0
             if life is not None and m.instance != life:
-                seen = -1
+                # ... and its clock starts at 0 again: it goes on after the old life's last
+                # final, as the speaker's own file puts it (the saved file ran back to 0.3 s,
+                # with a cue of no length where the two met)
+                seen, shift = -1, last_end
             life = m.instance
             return
         if isinstance(m, wire.Final):
             if m.segment <= seen:
                 return
             seen = m.segment
+        show(on_channel_clock(m, shift))
+
+    def show(m: wire.Message) -> None:
+        nonlocal last_end
+        if isinstance(m, wire.Final):
+            last_end = max(last_end, m.end)
         on_message(m)
 
     tries, dropped = 0, False
