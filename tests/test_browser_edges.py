@@ -162,6 +162,21 @@ def test_a_viewer_page_opened_before_the_speaker_starts_waits_for_them(live_serv
     page.close()
 
 
+@pytest.mark.parametrize("view", ["a%2Fb", ".."])
+def test_a_viewer_link_no_session_can_have_is_said_and_not_retried(live_server, browser, view):
+    """"a/b" and ".." reach no route (the server answers the upgrade with 403), and the page
+    read that as a network down: "Cannot reach the server; trying again (4 of 8)", then
+    "Connection lost". The page judges the id as the server does, and says so at once."""
+    page = browser.new_page()
+    page.add_init_script(COUNT_SOCKETS)
+    page.goto(f"{live_server.http}/?view={view}")
+    wait_for(lambda: "cannot name a session" in message(page), 10, "a sentence saying so")
+    assert status(page) == "error" and not sockets(page)
+    time.sleep(1.5)
+    assert "cannot name a session" in message(page) and not sockets(page)
+    page.close()
+
+
 def test_overlay_follows_the_channel_across_speaker_restarts(live_server, browser):
     """The bar of issue 14: the overlay is set up before the stream starts, a speaker streams
     and ends, a second speaker streams under the same id; the overlay shows the second one's

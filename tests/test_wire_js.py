@@ -110,3 +110,9 @@ def test_paths_match_the_app_routes(js):
     assert listen in routes
     assert events.replace("SID", "{session}") in routes
     assert transcript.replace("SID", "{session}").replace("FMT", "{fmt}") in routes
+
+
+@pytest.mark.parametrize("sid", ["abc", "A.b_c-1", "a" * 64, "a" * 65, "", "a/b", "..", ".",
+                                 "a b", "é", "x..", "./x", "a\nb"])
+def test_session_ids_are_judged_as_the_server_does(js, sid):
+    assert js("w.validSession(arg)", sid) is wire.valid_session_id(sid)

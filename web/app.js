@@ -378,6 +378,12 @@ function releaseMic() {
 
 function watch(session) {
   document.body.classList.add("viewer");
+  if (!wire.validSession(session)) {
+    // ("a/b", "..": no route takes it, and the server's refusal read as a network down:
+    // "Cannot reach the server; trying again")
+    refused({ code: "bad_session", message: "" }, 1008);
+    return;
+  }
   setStatus("connecting", "connecting");
   showShare(session);
   state.link = follow({

@@ -1,6 +1,10 @@
 // Wire protocol v1: the browser's copy of server/wire.py, kept by hand; tests/test_wire_js.py
 // checks the two against each other (types, fields, paths), so they cannot drift.
 export const LISTEN_PATH = "/v1/listen";
+// a session id, as server/wire.py's SESSION_ID: one that is not reaches no route at all ("a/b",
+// ".."), and a page would take the server's refusal for a network that is down
+export const SESSION_ID = /^(?!\.+$)[A-Za-z0-9._-]{1,64}$/;
+export const validSession = (session) => SESSION_ID.test(session);
 export const eventsPath = (session) => `/v1/sessions/${encodeURIComponent(session)}/events`;
 export const transcriptPath = (session, fmt) =>
   `/v1/sessions/${encodeURIComponent(session)}/transcript.${fmt}`;
