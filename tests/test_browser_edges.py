@@ -106,6 +106,36 @@ def test_a_page_that_goes_on_in_a_channel_shows_what_it_holds_so_far(live_server
     page.close()
 
 
+def test_a_page_that_goes_on_in_a_channel_puts_each_speakers_turn_on_its_own_line(
+        live_server, browser):
+    """The channel's earlier speakers, each of whose last final went out without ``eou`` (made
+    final before the speaker stopped): the page joined their words and its own on one line
+    ("... can do for you. And so my fellow Americans."), where the viewer page and
+    transcript.txt break at every speaker's turn."""
+    from whisperwire.server.wire import Final
+
+    hub = live_server.app.state.hub
+    t = hub.open("turns-page")
+    hub.publish(t, Final(0, "Ask not what your country can do for you.", 0.5, 2.5, (), False))
+    hub.end(t, 3.0)
+    t = hub.open("turns-page")
+    hub.publish(t, Final(1, "And so my fellow Americans.", 0.2, 1.5, (), False))
+    hub.end(t, 2.0)
+    txt = httpx.get(f"{live_server.http}/v1/sessions/turns-page/transcript.txt").text
+    assert txt.split("\n")[:2] == ["Ask not what your country can do for you.",
+                                    "And so my fellow Americans."], txt
+    page = browser.new_page()
+    page.goto(live_server.http + "/?session=turns-page")
+    page.click("[data-testid=start]")
+    lines = lambda: page.inner_text("[data-testid=finals]").split("\n")  # noqa: E731
+    wait_for(lambda: len(" ".join(lines()).split()) > 14, 60, "the page's own finals too")
+    page.click("[data-testid=stop]")
+    wait_for(lambda: status(page) == "stopped", 60, "stopped")
+    assert lines()[:2] == txt.split("\n")[:2], lines()
+    assert len(lines()) >= 3 and lines()[2].strip(), lines()
+    page.close()
+
+
 def test_a_language_the_model_refuses_is_said_and_not_retried(live_server, browser):
     page = browser.new_page()
     page.add_init_script(COUNT_SOCKETS)

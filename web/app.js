@@ -175,7 +175,7 @@ async function catchUp(session, again) {
   const sentOld = state.sentOnConn / BYTES_PER_S;  // audio the dropped connection sent
   const same = again && tr && state.instance && tr.instance === state.instance;
   if (same) {
-    for (const f of tr.finals) if (state.segments.isNewFinal(f)) appendFinal(f);
+    appendChannelFinals(tr);
     // what was in flight when it dropped: sent, never heard
     if (state.connOffset !== null) sayAgain(sentOld - (tr.offset - state.connOffset));
   } else if (again) {
@@ -190,7 +190,8 @@ async function catchUp(session, again) {
     state.segments = new Segments();
     if (tr && tr.finals.length) {
       $("finals").replaceChildren();
-      for (const f of tr.finals) if (state.segments.isNewFinal(f)) appendFinal(f);
+      appendChannelFinals(tr);
+      endLine();  // this page is the channel's next speaker: a line of its own
     }
   }
   state.instance = tr ? tr.instance : null;
@@ -207,6 +208,19 @@ async function catchUp(session, again) {
   }
   if (state.stopping && ws.readyState === WebSocket.OPEN) finish(ws);
   else sendAudio(null);
+}
+
+/** The channel's finals not shown yet, each speaker's turn on a line of its own, as the
+ * Download links and a viewer have them (`turns`: the index of each later speaker's first
+ * final; the last final before one may have gone out without `eou`, and two speakers' words
+ * made one line). */
+function appendChannelFinals(tr) {
+  const turns = new Set(tr.turns || []);
+  tr.finals.forEach((f, i) => {
+    if (!state.segments.isNewFinal(f)) return;
+    if (turns.has(i)) endLine();
+    appendFinal(f);
+  });
 }
 
 /** The last `seconds` of audio sent, put back in front of the held audio. */
