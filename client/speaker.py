@@ -186,7 +186,12 @@ class _Speaker:
     def _lost(self, why: str) -> None:
         self.res.gave_up = True  # (said here: ``finish`` need not say the server ended it)
         held = self.held.size / self.bps
-        self.say(why + (f"; {held:.1f} s of audio were not sent" if held >= 0.05 else ""))
+        # (a file is read at most ``ahead`` past what was sent: what was held is not all that
+        # went unsent; "1.0 s of audio were not sent" of a file 175 s from its end)
+        rest = self.ahead is not None and not self.source_done.is_set() and not self.quitting
+        unsent = (f"{held:.1f} s of audio" if held >= 0.05 else "") + (
+            (" and " if held >= 0.05 else "") + "the rest of the file" if rest else "")
+        self.say(why + (f"; {unsent} were not sent" if unsent else ""))
 
     async def _connections(self) -> None:
         failures = 0

@@ -327,3 +327,21 @@ def test_audio_let_go_while_disconnected_fails_the_command():
     assert any("were never sent" in x for x in said), said
     assert res.unsent_s > 0.5
     assert finish(res, "ws://127.0.0.1:1", None) == 1
+
+
+@pytest.mark.timeout(60)
+def test_a_file_whose_server_is_gone_for_good_says_the_rest_of_it_was_not_sent():
+    """``stream`` of a long file, the server gone for good mid-file: it said "1.0 s of audio
+    were not sent" (the read-ahead it held) of a file 175 s from its end."""
+    from whisperwire.client.stream import paced
+
+    async def gone(s, ws, got) -> None:  # type: ignore[no-untyped-def]
+        ws.transport.abort()
+
+    params = wire.ListenParams(sample_rate=16000, session="s1")
+    pcm = b"".join(chunk(k) for k in range(600))  # 60 s, sent at 10x
+    s = StandIn(drop_after(5), gone)
+    res, _, said = asyncio.run(s.run(paced(pcm, params, 10), ahead_s=1.0, waits_s=(0.05,) * 3))
+    assert res.gave_up
+    assert any("could not reach it again" in x and "the rest of the file were not sent" in x
+               for x in said), said
