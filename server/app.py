@@ -180,10 +180,13 @@ class WhisperWire:
         """Any API's speaker: its token, then room, then its parameters (``parse`` raises
         ClientError for bad ones); the channel it opens, or ClientError saying why not."""
         self.may_speak(token)
+        params = parse()
+        # (a live id is taken, whatever room there is: "server_full, try again later" said to a
+        # second speaker under a live id on a full server sent it to wait for nothing)
+        self.hub.may_open(params.session)
         if self.hub.live_count >= self.config.max_sessions:
             raise ClientError("server_full",
                               f"all {self.config.max_sessions} sessions are in use")
-        params = parse()
         langs = self.engine.languages
         if params.language not in (None, "auto") and params.language not in langs:
             known = (f"it is English-only; a multilingual model (whisperwire serve --model "

@@ -169,6 +169,12 @@ class Hub:
         # cluster's directory ended the claim); one process's hub never loses one
         self.on_lost: Callable[[str], None] | None = None
 
+    def may_open(self, session: str | None) -> None:
+        """Raises ``session_taken`` if :meth:`open` would (an id with a live speaker)."""
+        t = self._sessions.get(session) if session else None
+        if t is not None and t.live:
+            raise ClientError("session_taken", f"session {session!r} is already live")
+
     def open(self, session: str | None) -> Transcript:
         """Register a speaker: a new channel, or the next speaker of an ended one (its
         transcript goes on). Raises ``session_taken`` while the id has a live speaker, which

@@ -38,6 +38,14 @@ def test_max_sessions_refuses_clearly(engine):
         msgs, code = run(go())
         assert msgs[0].code == "server_full" and code == 1013
 
+        async def same_id():  # (told "server_full, try again later", it waited for nothing)
+            async with websockets.connect(srv.url + "/v1/listen?session=full-id") as first:
+                await first.recv()
+                return await first_and_close(srv.url + "/v1/listen?session=full-id")
+
+        msgs, _ = run(same_id())
+        assert msgs[0].code == "session_taken", msgs
+
 
 def test_idle_timeout_and_max_duration(engine):
     with LiveServer(ServerConfig(idle_timeout_s=1.0), engine) as srv:
