@@ -31,6 +31,9 @@ OUTPUT_FORMATS = ("srt", "vtt", "json", "txt")
 EXIT_SERVER, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
 
 
+DEFAULT_URL = "ws://127.0.0.1:8765"  # every client's --url when none is given
+
+
 class ClientFault(Exception):
     """Something the user can fix; ``str()`` is the sentence to print."""
 
@@ -79,6 +82,9 @@ def check_output(path: str | None) -> None:
     extension or a directory that does not exist or cannot be written."""
     if not path:
         return
+    if os.path.isdir(path):  # (before the extension: "unsupported format (none)" said nothing)
+        raise ClientFault(f"--output {path} is a directory; name a file in it, e.g. "
+                          f"{os.path.join(path, 'captions.srt')}")
     ext = os.path.splitext(path)[1].lower().lstrip(".")
     if ext not in OUTPUT_FORMATS:
         given = f".{ext}" if ext else "(none)"
@@ -87,8 +93,6 @@ def check_output(path: str | None) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise ClientFault(f"--output {path}: no such directory {folder}")
-    if os.path.isdir(path):
-        raise ClientFault(f"--output {path} is a directory")
     if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
         raise ClientFault(f"--output {path}: permission denied")
 

@@ -193,7 +193,8 @@ def main(args: Any) -> int:
                 return FileSource(args.input_file, **kw)
         else:
             rate, factory = _microphone(args.device)
-        printer = CaptionPrinter(show_level=True, one_per_line=getattr(args, "lines", False))
+        printer = CaptionPrinter(show_level=True, one_per_line=getattr(args, "lines", False),
+                                 url=url)
         params = wire.ListenParams(sample_rate=rate, language=args.language, session=args.session,
                                    task=getattr(args, "task", "transcribe"),
                                    zh_script=getattr(args, "zh_script", None))

@@ -18,7 +18,7 @@ from typing import TextIO
 from whisperwire.server import wire
 from whisperwire.server.text import glued, needs_space, split_units
 
-from .connect import server_error_sentence
+from .connect import DEFAULT_URL, server_error_sentence
 
 __all__ = ["CaptionPrinter", "Flow", "flow_lines"]
 
@@ -140,13 +140,16 @@ class CaptionPrinter:
     errors go to stderr as sentences."""
 
     def __init__(self, out: TextIO | None = None, show_level: bool = False,
-                 one_per_line: bool = False, width: int | None = None) -> None:
+                 one_per_line: bool = False, width: int | None = None,
+                 url: str | None = None) -> None:
         out = self.out = out or sys.stdout  # (at construction: a redirected stdout counts)
         tty = bool(getattr(out, "isatty", lambda: False)())
         width = width or (shutil.get_terminal_size().columns if tty else 80)
         self.flow = Flow(width, tty=tty, one_per_line=one_per_line)
         self.show_level = show_level and tty
         self.session: str | None = None  # the speaker's session, once the server took it
+        # the server, as viewers must name it (none for the default: the command needs none)
+        self.url = url if url and url.rstrip("/") != DEFAULT_URL else None
 
     def set_level(self, rms: float) -> None:
         if self.show_level:
@@ -157,8 +160,9 @@ class CaptionPrinter:
             # (once: a stream that comes back after a drop is the same session)
             self.session = m.session
             token = f" --token {m.view_token}" if m.view_token else ""
+            url = f" --url {self.url}" if self.url else ""  # (left out, a pasted hint failed)
             print(f"whisperwire: session {m.session} (viewers: whisperwire captions "
-                  f"{m.session}{token})", file=sys.stderr)
+                  f"{m.session}{url}{token})", file=sys.stderr)
         elif isinstance(m, wire.Partial):
             self._write(self.flow.partial(m.text))
         elif isinstance(m, wire.Final):

@@ -301,7 +301,7 @@ def main(args) -> int:  # type: ignore[no-untyped-def]
                                    task=getattr(args, "task", "transcribe"),
                                    zh_script=getattr(args, "zh_script", None),
                                    session=args.session)
-        printer = CaptionPrinter(one_per_line=getattr(args, "lines", False))
+        printer = CaptionPrinter(one_per_line=getattr(args, "lines", False), url=url)
 
         async def go() -> StreamResult:
             from .speaker import speak

@@ -156,8 +156,10 @@ def _lazy(module: str):  # type: ignore[no-untyped-def]
 
 def _client_parser(sub, name: str, help: str, speaker: bool):  # type: ignore[no-untyped-def]
     """The flags every client subcommand shares."""
+    from whisperwire.client.connect import DEFAULT_URL
+
     p = sub.add_parser(name, help=help, description=help, formatter_class=_Help)
-    p.add_argument("--url", default="ws://127.0.0.1:8765", help="the server")
+    p.add_argument("--url", default=DEFAULT_URL, help="the server")
     p.add_argument("--token", default=None, help="auth token, if the server wants one")
     p.add_argument("--output", help="save the finals as FILE.srt, .vtt, .json or .txt")
     p.add_argument("--lines", action="store_true",

@@ -76,6 +76,8 @@ def test_output_is_checked_before_anything_is_sent(tmp_path):
     with pytest.raises(ClientFault, match="is a directory"):
         os.mkdir(tmp_path / "d.txt")
         check_output(str(tmp_path / "d.txt"))
+    with pytest.raises(ClientFault, match="is a directory"):  # (was: "unsupported format (none)")
+        check_output(str(tmp_path))
 
 
 def test_stream_on_a_missing_or_non_audio_file_says_so(live_server, tmp_path):
@@ -127,8 +129,9 @@ def test_stream_says_its_session_and_saves_it_with_the_finals(live_server, tmp_p
     assert r.returncode == 0, r.stderr
     saved = json.loads(out.read_text())
     assert saved["session"] and saved["finals"]
-    assert f"session {saved['session']} (viewers: whisperwire captions {saved['session']})" \
-        in r.stderr
+    # (with the server's --url: a hint without it, pasted, looked for the default server)
+    assert f"session {saved['session']} (viewers: whisperwire captions {saved['session']} " \
+        f"--url {live_server.url})" in r.stderr
     for _ in range(2):  # the second continues the channel
         r = cli("stream", JFK, "--url", live_server.url, "--speed", "0", "--session",
                 "named-cli", "--output", str(out))
