@@ -33,7 +33,7 @@ class Lost(Exception):
     server gone while following and not back)."""
 
 
-RETRIES_S = (1, 2, 4, 8, 15, 15, 15, 15)  # reconnect waits, as the viewer page's: ~75 s
+RETRIES_S = (0.5, 1, 2, 4, 8, 10, 10, 10, 10, 10, 10, 10)  # as the page's: 12 tries, ~85 s
 UP_S = 10.0  # a connection up this long was good: the count of failed tries starts again
 
 

@@ -13,7 +13,9 @@ const token = params.get("token");  // ours, when the server asks for one; may b
 const SPEAKER_TRIES = 12;
 // speech held while the page (re)connects, sent once the server takes it: 2 min of 16 kHz s16
 const HELD_MAX_BYTES = 16000 * 2 * 120;
-const VIEWER_TRIES = 8;
+// as long as a speaker's page tries to come back (85 s): viewers gave up after 45 s, while the
+// speaker was still coming back, and were left at "Reload the page"
+const VIEWER_TRIES = SPEAKER_TRIES;
 // refusals that pass when a server restarts: worth retrying when we were connected before
 const TRANSIENT = ["shutting_down", "not_ready", "server_full"];
 // `closed` reasons that mean the server went, not the session: the page comes back
