@@ -201,12 +201,12 @@ def test_viewer_page_gives_up_after_bounded_drops(browser):
     wait_for(lambda: len(server.routes) == 1, 10, "the first connection", page=page)
     server.close(1001)
 
-    def gave_up() -> bool:  # the backoff (0.5 s doubling to 10 s, eight tries) on the page's clock
-        page.clock.run_for(1000)
+    def gave_up() -> bool:  # the backoff (0.5 s doubling to 10 s, twelve tries, as a speaker's
+        page.clock.run_for(1000)  # page makes to come back) on the page's clock
         return page.inner_text("[data-testid=status]") == "disconnected"
 
     wait_for(gave_up, 60, "the page to give up", every=0.05, page=page)
-    assert len(server.routes) == 1 + 8, "eight tries after the drop, then it says so"
+    assert len(server.routes) == 1 + 12, "twelve tries after the drop, then it says so"
     assert "Reload" in page.inner_text("[data-testid=message]")
     page.close()
 
