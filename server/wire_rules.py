@@ -21,9 +21,12 @@ CLOSE_REASONS = ("client_close", "disconnected", "idle_timeout", "max_duration",
 EPS = 1e-3  # times go over the wire in milliseconds
 
 
-def violations(messages: Iterable[wire.Message], sent_s: float | None = None) -> list[str]:
+def violations(messages: Iterable[wire.Message], sent_s: float | None = None,
+               ended: bool = True) -> list[str]:
     """Each rule the speaker's ``messages`` (in arrival order) break, in words; [] if none.
-    ``sent_s``: how much audio the speaker sent (seconds), which no time may pass."""
+    ``sent_s``: how much audio the speaker sent (seconds), which no time may pass; ``ended``:
+    the stream ran to its end (the speaker closed, or the server ended it), so it ends with
+    ``closed`` (a stream that lost its ``closed``, or every message, kept "every rule")."""
     msgs = list(messages)
     out: list[str] = []
     if msgs and not any(isinstance(m, wire.Ready) for m in msgs) \
@@ -55,6 +58,8 @@ def violations(messages: Iterable[wire.Message], sent_s: float | None = None) ->
         if sent_s is not None and isinstance(m, (wire.Final, wire.Partial, wire.UtteranceEnd)) \
                 and m.end > sent_s + EPS:
             out.append(f"{m.type} ends at {m.end:.3f} s, past the {sent_s:.3f} s of audio sent")
+    if ended and not any(isinstance(m, wire.Closed) for m in msgs):  # (one before the end:
+        out.append("no closed at the end" if msgs else "no message at all")  # said above)
     return out
 
 

@@ -43,6 +43,10 @@ def test_each_broken_rule_is_named():
     assert "negative lag" in broken(2, wire.Status(1.0, -0.5))[0]
     assert "unknown reason" in broken(8, wire.Closed("bye", 2.0))[0]
     assert violations(GOOD + [wire.Partial(2, "x", 2.0, 2.0)]) == ["partial after closed"]
+    # a stream that ran to its end and lost its closed (or everything) kept "every rule"
+    assert violations(GOOD[:-1]) == ["no closed at the end"]
+    assert violations([]) == ["no message at all"]
+    assert violations(GOOD[:-1], ended=False) == []
 
 
 def test_a_continued_channel_a_rejoin_and_a_refusal_break_no_rule():
