@@ -54,6 +54,20 @@ SESSION_ID = re.compile(r"(?!\.+\Z)[A-Za-z0-9._-]{1,64}\Z")
 _TIMES = ("start", "end", "audio_seconds", "lag", "backlog")
 
 
+_TRADITIONAL_TAGS = ("zh-tw", "zh-hk", "zh-mo", "zh-hant")
+
+
+def language_tag(tag: str) -> tuple[str, str | None]:
+    """A language tag as Whisper's language and the Chinese script it asks for: "en-US" is
+    "en", "zh-TW" and "zh-HK" Chinese in traditional characters, "ZH" "zh" (every API takes
+    tags the same way; ours refused "zh-TW" and "ZH" that Deepgram's took, and OpenAI's wrote
+    "zh-TW" in simplified). Raises ProtocolError ``bad_language``."""
+    base = tag.split("-")[0].lower()
+    if not (base.isascii() and base.isalpha() and 2 <= len(base) <= 3):
+        raise ProtocolError("bad_language", f"unsupported language {tag!r}")
+    return base, ("traditional" if tag.lower() in _TRADITIONAL_TAGS else None)
+
+
 def valid_session_id(session: str) -> bool:
     return SESSION_ID.match(session) is not None
 
@@ -357,9 +371,9 @@ class ListenParams:
         task = q.get("task", "transcribe")
         if task not in TASKS:
             raise ProtocolError("bad_task", f"task must be one of {', '.join(TASKS)}")
-        lang = q.get("language") or None
-        if lang is not None and not (lang == "auto" or (lang.isalpha() and 2 <= len(lang) <= 3)):
-            raise ProtocolError("bad_language", f"unsupported language {lang!r}")
+        lang, tag_script = q.get("language") or None, None
+        if lang is not None and lang != "auto":
+            lang, tag_script = language_tag(lang)
         session = q.get("session") or None
         if session is not None and not valid_session_id(session):
             raise ProtocolError("bad_session", BAD_SESSION)
@@ -369,7 +383,7 @@ class ListenParams:
         script = q.get("zh_script") or None
         if script is not None and script not in ZH_SCRIPTS:
             raise ProtocolError("bad_zh_script", f"zh_script must be one of {', '.join(ZH_SCRIPTS)}")
-        return cls(rate, enc, lang, task, prompt, session, script)
+        return cls(rate, enc, lang, task, prompt, session, script or tag_script)
 
     def to_query(self) -> dict[str, str]:
         out = {"sample_rate": str(self.sample_rate), "encoding": self.encoding, "task": self.task}

@@ -125,6 +125,13 @@ def test_deepgram_taiwan_chinese_is_traditional_live_and_prerecorded(server):
     assert "們" in text and "们" not in text and " " not in text, text
     utt = r.json()["results"]["utterances"][0]["transcript"]
     assert "們" in utt and " " not in utt, utt
+    # OpenAI's endpoint and ours read the tag as Deepgram's does (OpenAI's wrote simplified)
+    r = httpx.post(f"{server.http}/v1/audio/transcriptions", timeout=120,
+                   data={"model": "whisper-1", "language": "zh-TW", "response_format": "text"},
+                   files={"file": ("zh-08.wav", wav_bytes(audio))})
+    assert r.status_code == 200 and "們" in r.text and "们" not in r.text, r.text
+    res = stream(server, audio, language="zh-TW", session="zh-tw-ours")
+    assert "們" in res.text and "们" not in res.text, res.text
 
 
 @pytest.mark.timeout(120)

@@ -92,6 +92,8 @@ def test_decode_never_raises_anything_else(text):
         ({"encoding": "mp3"}, "bad_encoding"),
         ({"task": "summarise"}, "bad_task"),
         ({"language": "english!"}, "bad_language"),
+        ({"language": "éé"}, "bad_language"),
+        ({"language": "-TW"}, "bad_language"),
         ({"session": "a b"}, "bad_session"),
         ({"session": "会議"}, "bad_session"),
         ({"session": "x\u0660"}, "bad_session"),  # a Unicode digit
@@ -106,6 +108,20 @@ def test_listen_params_rejected(query, code):
     with pytest.raises(ProtocolError) as e:
         wire.ListenParams.from_query(query)
     assert e.value.code == code
+
+
+@pytest.mark.parametrize("tag, lang, script", [
+    ("zh", "zh", None), ("ZH", "zh", None), ("zh-CN", "zh", None), ("zh-TW", "zh", "traditional"),
+    ("zh-hk", "zh", "traditional"), ("zh-Hant", "zh", "traditional"), ("en-US", "en", None),
+    ("auto", "auto", None),
+])
+def test_language_tags_are_read_as_every_api_reads_them(tag, lang, script):
+    """Ours refused "zh-TW", "zh-CN" and "ZH", which the Deepgram endpoint took (and OpenAI's
+    wrote "zh-TW" in simplified characters)."""
+    p = wire.ListenParams.from_query({"language": tag})
+    assert (p.language, p.zh_script) == (lang, script)
+    assert wire.ListenParams.from_query({"language": tag, "zh_script": "as_is"}).zh_script \
+        == "as_is"  # (asked for in so many words: that wins)
 
 
 def test_optional_fields_are_omitted_when_unset():

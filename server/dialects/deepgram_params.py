@@ -92,22 +92,13 @@ def _check_names(q: Mapping[str, str], keys: list[str]) -> None:
 
 
 # Deepgram's Chinese codes name the script as well: Taiwan's and Hong Kong's are traditional
-_TRADITIONAL = ("zh-tw", "zh-hk", "zh-hant")
-
-
-def _zh_script(q: Mapping[str, str]) -> str | None:
-    lang = (q.get("language") or "").lower()
-    return "traditional" if lang in _TRADITIONAL else None
-
-
-def _language(q: Mapping[str, str]) -> str | None:
+def _language(q: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """The language (en-US is en: Whisper knows languages, not regions) and the script
+    zh-TW, zh-HK ask for; ``multi``: detected."""
     lang = q.get("language")
     if not lang or lang in ("multi", "auto"):
-        return None
-    base = lang.split("-")[0].lower()  # en-US -> en: Whisper knows languages, not regions
-    if not (base.isalpha() and 2 <= len(base) <= 3):
-        raise ClientError("bad_language", f"unsupported language {lang!r}")
-    return base
+        return None, None
+    return wire.language_tag(lang)
 
 
 def _prompt(q: Mapping[str, list[str]]) -> str | None:
@@ -161,8 +152,9 @@ def parse_options(query: Mapping[str, str], multi: Mapping[str, list[str]], *,
     ue = _int(query, "utterance_end_ms", 1000, 60000)
     if ue is not None and not _bool(query, "interim_results"):
         raise ClientError("bad_parameter", "utterance_end_ms needs interim_results=true")
-    params = wire.ListenParams(sample_rate=rate, language=None if detect else _language(query),
-                               prompt=_prompt(multi), zh_script=_zh_script(query))
+    lang, script = _language(query)
+    params = wire.ListenParams(sample_rate=rate, language=None if detect else lang,
+                               prompt=_prompt(multi), zh_script=script)
     # Deepgram finds paragraphs from punctuation, and ``paragraphs`` turns it on
     paragraphs = _bool(query, "paragraphs")
     return DeepgramOptions(

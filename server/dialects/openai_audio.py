@@ -134,13 +134,12 @@ def _options(fields: dict[str, Any], task: str, engine: Any) -> tuple[str, list[
         raise ClientError("bad_temperature", "temperature must be a number") from None
     if not 0.0 <= temperature <= 1.0:  # (NaN too)
         raise ClientError("bad_temperature", "temperature is between 0 and 1")
-    lang = str(fields.get("language") or "").split("-")[0].lower() or None
+    tag = str(fields.get("language") or "")
+    lang, script = wire.language_tag(tag) if tag else (None, None)  # zh-TW: traditional
     prompt = str(fields.get("prompt") or "") or None
     if prompt is not None and len(prompt) > 1000:
         raise ClientError("bad_prompt", "prompt is limited to 1000 characters")
-    if lang is not None and not (lang.isalpha() and 2 <= len(lang) <= 3):
-        raise ClientError("bad_language", f"unsupported language {lang!r}")
-    return fmt, grans, (lang, prompt)
+    return fmt, grans, (lang, prompt, script)
 
 
 async def transcribe(server: WhisperWire, request: Request, task: str) -> Response:
@@ -151,12 +150,13 @@ async def transcribe(server: WhisperWire, request: Request, task: str) -> Respon
         token = speaker_token(request.headers, request.query_params)
         check_speaker(server, token)
         fields, data = await _form(request)
-        fmt, grans, (lang, prompt) = _options(fields, task, server.engine)
+        fmt, grans, (lang, prompt, script) = _options(fields, task, server.engine)
         audio = await load_media(data, server.config.max_session_s)
         if _streams(fields, task, fmt):
-            return await _stream(server, token, audio, lang, prompt)
+            return await _stream(server, token, audio, lang, prompt, script)
         res = await while_awaited(request.receive, decode_file(
-            server, token, audio, language=lang, task=task, prompt=prompt, api="openai-file"))
+            server, token, audio, language=lang, task=task, prompt=prompt, zh_script=script,
+            api="openai-file"))
     except ClientGone:
         return Response(status_code=499)  # (nobody reads it)
     except ClientError as exc:
@@ -179,7 +179,7 @@ def _streams(fields: dict[str, Any], task: str, fmt: str) -> bool:
 
 
 async def _stream(server: WhisperWire, token: str | None, audio: Any, lang: str | None,
-                  prompt: str | None) -> Response:
+                  prompt: str | None, script: str | None) -> Response:
     """``transcript.text.delta`` for each final as the file's session makes it, then
     ``transcript.text.done``. The session is admitted before the response starts, so a
     refusal is still an HTTP error."""
@@ -191,7 +191,8 @@ async def _stream(server: WhisperWire, token: str | None, audio: Any, lang: str 
         admitted.set()
 
     job = asyncio.create_task(decode_file(server, token, audio, language=lang, prompt=prompt,
-                                          api="openai-file", admitted=taken))
+                                          zh_script=script, api="openai-file",
+                                          admitted=taken))
     # (a client that hangs up leaves the file to finish as a session; its failure is logged)
     job.add_done_callback(lambda t: t.cancelled() or t.exception())
     waiter = asyncio.create_task(admitted.wait())
