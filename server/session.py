@@ -189,6 +189,12 @@ class StreamSession:
         return self._in_flight is None and all(u.idle for u in self._utts)
 
     @property
+    def undecided(self) -> bool:
+        """Speech heard is not all final: an utterance the VAD has not ended, or one whose end
+        is still to be decoded (after a finalize's answer: the speech that goes on)."""
+        return any(not u.idle for u in self._utts)
+
+    @property
     def lag(self) -> float:
         """Seconds of speech received but not yet final (silence does not count)."""
         total = 0.0

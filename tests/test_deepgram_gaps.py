@@ -54,9 +54,8 @@ def test_defaults_say_the_end_at_once_but_never_inside_speech():
     utterance(g, 0.0, 1.0)
     assert g.due(1.0) == (True, False)
     g.speech(2.0)
-    g.finalize()
     g.words(2.1, 2.5)
-    g.ended(finalize=True)  # a finalize while the speaker goes on
+    g.ended(goes_on=True)  # a finalize while the speaker goes on
     assert g.due(2.6) == (False, False)
     g.silence()  # ... until they stop, and what they said after it is decoded
     assert g.due(2.7) == (False, False)
@@ -110,9 +109,8 @@ def test_after_a_finalize_inside_speech_the_speech_that_goes_on_holds_the_end():
     "silence" after 6.66 said speech_final and UtteranceEnd, and "For you." came after."""
     g = Gaps(endpointing=0.0, utterance_end=1.0)
     g.speech(4.9)
-    g.finalize()  # at 6.5 s
     g.words(5.7, 6.66)
-    g.ended(finalize=True)  # its answer, while the VAD still hears speech
+    g.ended(goes_on=True)  # its answer, while the VAD still hears speech
     assert g.due(7.0) == (False, False)
     g.silence()  # the VAD ends the utterance at 8.0: its last words are being decoded
     assert g.due(8.05) == (False, False)
@@ -126,9 +124,8 @@ def test_after_a_finalize_inside_speech_an_utterance_with_no_more_words_ends():
     more words (its end decode says so), and the silence after 6.66 counts as before."""
     g = Gaps(endpointing=0.0, utterance_end=1.0)
     g.speech(4.9)
-    g.finalize()
     g.words(5.7, 6.66)
-    g.ended(finalize=True)
+    g.ended(goes_on=True)
     g.silence()
     assert g.due(7.2) == (False, False)
     g.ended()  # the utterance's end: nothing more
@@ -139,13 +136,13 @@ def test_after_a_finalize_inside_speech_a_decoder_behind_the_vad_still_holds_the
     """The same finalize with the decoder behind the VAD (a slower CPU, a busy server, audio
     sent faster than real time): the VAD had ended the utterance at 8.0 when the answer was
     written, and its silence said speech_final and UtteranceEnd before "For you." (the client
-    took "can do for you" for a new turn). Whether speech went on is judged at the Finalize."""
+    took "can do for you" for a new turn). Whether speech goes on is the session's to say when
+    it makes the answer, not the VAD's when the answer is written."""
     g = Gaps(endpointing=0.0, utterance_end=1.0)
     g.speech(4.9)
-    g.finalize()  # at 6.5 s, inside the utterance
     g.silence()  # the VAD's end at 8.0, before the answer is written
     g.words(5.7, 6.66)
-    g.ended(finalize=True)
+    g.ended(goes_on=True)  # (the session: "For you." is still to be decoded)
     assert g.due(8.1) == (False, False)
     g.words(7.24, 7.74)
     g.ended()  # "For you.", the utterance's end
@@ -158,7 +155,19 @@ def test_a_finalize_in_silence_lets_its_answer_end_the_utterance():
     g = Gaps(endpointing=0.0, utterance_end=1.0)
     g.speech(0.2)
     g.silence()
-    g.finalize()
     g.words(0.3, 2.06)
-    g.ended(finalize=True)
+    g.ended(goes_on=False)
     assert g.due(2.9) == (True, False) and g.due(3.1) == (False, True)
+
+
+def test_a_finalize_answered_by_the_utterances_own_end_decode_ends_it():
+    """A Finalize while the VAD heard speech, and the VAD's end before the answer was decoded:
+    one end decode of the whole utterance answered both. Judged by the VAD at the Finalize,
+    speech "went on", no end came after to say so, and speech_final and UtteranceEnd never
+    came (a voice agent waited for the user's turn to end for ever)."""
+    g = Gaps(endpointing=0.3, utterance_end=1.0)
+    g.speech(4.9)
+    g.silence()
+    g.words(5.7, 6.9)
+    g.ended(goes_on=False)  # (the session: nothing is left to decide)
+    assert g.due(7.3) == (True, False) and g.due(8.0) == (False, True)

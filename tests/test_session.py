@@ -2887,3 +2887,31 @@ def test_a_translation_is_final_by_the_utterance_with_every_word(pause_every):
     else:  # 15 s of speech without a pause: a full window, then the end
         assert len(f) == 2 and f[-1].eou
     assert any(isinstance(e, Partial) for e in ev)  # partials still show the translation
+
+
+def test_a_finalize_answer_says_whether_speech_after_it_is_still_to_be_decided():
+    """A Deepgram client's ``speech_final`` and ``UtteranceEnd`` wait after a Finalize's
+    answer only while speech after it is still to be decoded (``undecided``): a finalize
+    inside an utterance that goes on, and not one answered by the utterance's own end decode
+    (there the VAD had ended the utterance before the answer was decoded, and the two were
+    one final: judged by the VAD at the Finalize, the end was never said)."""
+    audio, truth = make_stream(12)  # 6 s of speech from 1 s, 1.5 s of silence after
+    dec = ScriptedDecoder(truth)
+
+    def answer(s: StreamSession) -> bool:
+        while (req := s.next_decode()) is not None:
+            s.decoded(req.id, dec(req))
+            if any(isinstance(e, Final) and e.eou for e in s.events()):
+                return s.undecided
+        raise AssertionError("no answer")
+
+    inside = StreamSession(StreamOptions(), energy_vad())
+    inside.feed_audio(audio[: 4 * SR])  # speech goes on past 4 s
+    inside.finalize()
+    inside.feed_audio(audio[4 * SR : int(5.5 * SR)])
+    assert answer(inside) is True
+    whole = StreamSession(StreamOptions(), energy_vad())
+    whole.feed_audio(audio[: 4 * SR])
+    whole.finalize()  # ... and the VAD's end comes before any decode
+    whole.feed_audio(audio[4 * SR :])
+    assert answer(whole) is False

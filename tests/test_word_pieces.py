@@ -133,3 +133,16 @@ def test_deepgram_words_are_never_punctuation_alone():
     alt = alternative(es, "¿Qué pasa? ¡Hola! „Guten Tag“", punctuate=False)
     assert alt["transcript"] == "qué pasa hola guten tag"
     assert [d["word"] for d in alt["words"]] == ["qué", "pasa", "hola", "guten", "tag"]
+
+
+def test_deepgram_marks_at_a_finals_edges_and_straight_quotes_go_with_their_word():
+    """A final that starts with "，" (Whisper's comma committed after the word it closes) put
+    it before the next word ("，我"); opening marks at a final's end were dropped; a straight
+    quote after a space opens the word after it."""
+    def punct(units: list[str]) -> list[str]:
+        w = [wire.Word(t, 0.1 * i, 0.1 * i + 0.1, 0.9) for i, t in enumerate(units)]
+        return [d["punctuated_word"] for d in alternative(w, "".join(units), True)["words"]]
+
+    assert punct(["，", "我", "们"]) == ["我", "们"]
+    assert punct([" He", " said", " ("]) == ["He", "said("]
+    assert punct([" He", " said", " \"", "Stop", ".\""]) == ["He", "said", "\"Stop.\""]

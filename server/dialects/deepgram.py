@@ -119,18 +119,24 @@ def _whole(words: list[wire.Word], punctuate: bool) -> list[wire.Word]:
         if set(core) <= _MARKS:
             if not punctuate:
                 continue
-            if out and not set(core) <= _OPENERS:
+            # (a straight quote after a space opens: ' "' before a word, '"' after one closes)
+            opens = set(core) <= _OPENERS or (w.word[:1].isspace() and set(core) <= set("\"'"))
+            if opens:
+                opening += core
+            elif out:
                 last = out[-1]
                 out[-1] = wire.Word(last.word + core, last.start, max(last.end, w.end),
                                     last.probability)
-            else:
-                opening += core
+            # (else a final that starts with a closing mark: it closes the last final's word)
             continue
         if opening:
             lead = w.word[: len(w.word) - len(w.word.lstrip())]
             w = wire.Word(lead + opening + w.word.lstrip(), w.start, w.end, w.probability)
             opening = ""
         out.append(w)
+    if opening and out:  # (opening marks at the end, "He said (": kept on the last word)
+        last = out[-1]
+        out[-1] = wire.Word(last.word + opening, last.start, last.end, last.probability)
     return out
 
 
@@ -160,6 +166,7 @@ class _Flushed:
 
     final: wire.Final | wire.UtteranceEnd  # utterance_end: nothing was left to flush
     more: int = 0  # Finalize messages it answers besides the first (each gets a reply)
+    goes_on: bool = False  # speech after it was still to be decoded when it was made
 
 
 @dataclasses.dataclass(frozen=True)
@@ -260,7 +267,6 @@ class DeepgramConnection(ListenConnection):
         if kind == "Finalize":
             self._publish(self.session.events())  # finals input made and the pump has not sent
             self._finalizing += 1  # answered by the next final with eou, or utterance_end
-            self._gaps.finalize()
             self.finalize()
         elif kind == "Configure":
             self._configure(msg)
@@ -306,7 +312,7 @@ class DeepgramConnection(ListenConnection):
     def send(self, msg: Any) -> None:
         if isinstance(msg, (wire.Final, wire.UtteranceEnd)) and self._finalizing and (
                 isinstance(msg, wire.UtteranceEnd) or msg.eou):
-            msg = _Flushed(msg, self._finalizing - 1)
+            msg = _Flushed(msg, self._finalizing - 1, self.session.undecided)
             self._finalizing = 0
         super().send(msg)
 
@@ -328,25 +334,26 @@ class DeepgramConnection(ListenConnection):
             "metadata": {"request_id": self.sid, "model_info": model_info(self.engine),
                          "model_uuid": self._uuid}}, ensure_ascii=False)
 
-    def _final(self, f: wire.Final, from_finalize: bool) -> list[str]:
+    def _final(self, f: wire.Final, from_finalize: bool, goes_on: bool = False) -> list[str]:
         """A final ``Results``; ``speech_final`` if it ends an utterance and the silence after
         it is already as long as ``endpointing`` asks (else it comes later: :meth:`_silence`)."""
         if f.words:
             self._gaps.words(f.words[0].start, f.words[-1].end)
         if f.eou:
-            self._gaps.ended(from_finalize)
+            self._gaps.ended(goes_on)
         final, end = self._gaps.due(self.session.audio_seconds)
         out = [self._results(alternative(list(f.words), f.text, self.opts.punctuate), f.start,
                              f.end, is_final=True, speech_final=final,
                              from_finalize=from_finalize)]
         return out + (self._utterance_end() if end else [])
 
-    def _ended(self, e: wire.UtteranceEnd, from_finalize: bool) -> list[str]:
+    def _ended(self, e: wire.UtteranceEnd, from_finalize: bool, goes_on: bool = False
+               ) -> list[str]:
         """An utterance end no final carried: every word of it was final already (or it was
         noise). Deepgram says it with an empty final ``Results`` (``speech_final``, and
         ``from_finalize`` for a ``Finalize``: LiveKit ends the user's speech on the one,
         Pipecat confirms its ``Finalize`` by the other), as for a final with ``eou``."""
-        self._gaps.ended(from_finalize)
+        self._gaps.ended(goes_on)
         return self._silence(from_finalize)
 
     def _silence(self, from_finalize: bool = False) -> list[str]:
@@ -375,8 +382,8 @@ class DeepgramConnection(ListenConnection):
         if isinstance(msg, _Raw):
             return [json.dumps(msg.body)]
         if isinstance(msg, _Flushed):
-            out = (self._final(msg.final, True) if isinstance(msg.final, wire.Final)
-                   else self._ended(msg.final, True))
+            out = (self._final(msg.final, True, msg.goes_on) if isinstance(msg.final, wire.Final)
+                   else self._ended(msg.final, True, msg.goes_on))
             t = max(self._tiled, self.session.audio_seconds)
             return out + [self._results(alternative([], "", self.opts.punctuate), t, t,
                                         is_final=True, from_finalize=True)] * msg.more

@@ -33,9 +33,6 @@ class Gaps:
     # answer's last word is speech whose words are still to come, or, if the utterance ends
     # with none, noise
     going_on: bool = False
-    # the VAD was inside an utterance when the last Finalize came: judged then, not when its
-    # answer is written (a decoder that lags the VAD writes it after the VAD's end)
-    finalized_in_speech: bool = False
 
     def words(self, start: float, end: float) -> None:
         """A final with words: the silence before them is over (what it reached before them
@@ -56,14 +53,12 @@ class Gaps:
     def silence(self) -> None:
         self.speaking = False
 
-    def finalize(self) -> None:
-        """The client sent ``Finalize`` (its answer, an end, comes later: :meth:`ended`)."""
-        self.finalized_in_speech = self.speaking
-
-    def ended(self, finalize: bool = False) -> None:
-        """The session ended an utterance (its VAD, or a ``finalize`` answered). After words,
-        the silence after the last one starts to count; without (a cough, a breath, a finalize
-        with nothing left) there was no speech, and the silence before goes on."""
+    def ended(self, goes_on: bool = False) -> None:
+        """The session ended an utterance (its VAD, or a finalize). After words, the silence
+        after the last one starts to count; without (a cough, a breath, a finalize with
+        nothing left) there was no speech, and the silence before goes on. ``goes_on``: the
+        end answered a finalize while speech after it was still to be decoded (the session
+        says so when it makes the answer)."""
         if not self.heard:
             if self.going_on:  # (the utterance a finalize answered ended with no more words)
                 self.going_on = False
@@ -76,10 +71,11 @@ class Gaps:
         # a finalize inside an utterance (jfk finalized at 6.5 s): "For you." was still being
         # decoded when 1.4 s of "silence" after "can do." said speech_final and UtteranceEnd
         # (speech the VAD started after the last word has its own start, above)
-        # (whether the VAD still heard speech is read at the Finalize: by the time its answer
-        # is written a slow decode may have let the VAD end that utterance, and the end of
-        # "For you." came after the silence had been said; a VAD's own end goes on nothing)
-        self.going_on = finalize and self.finalized_in_speech and not self.starts
+        # (not whether the VAD hears speech when the answer is written: a decoder behind the
+        # VAD wrote it after the VAD's end, and "For you." came after the silence was said;
+        # nor whether it did at the Finalize: one end decode of the whole utterance then
+        # answered it, and no end came after to say the silence at all)
+        self.going_on = goes_on and not self.starts
         self.final_due = self.endpointing is not None
         self.end_due = self.utterance_end is not None and self.spoke
 
