@@ -224,19 +224,46 @@ def ctrl_c_sets(stop: asyncio.Event, then: asyncio.Event | None = None) -> None:
     """On the running loop: the first Ctrl-C sets ``stop`` instead of raising; with ``then``,
     a second one sets that (quit without waiting). SIGTERM and SIGHUP (``timeout``, ``docker
     stop``, systemd, a closed terminal) do the same: they killed the client at once, and
-    ``--output`` was never written."""
+    ``--output`` was never written. A SIGHUP that was ignored (``nohup``) stays ignored."""
     import signal
 
     def on_ctrl_c() -> None:
         (then if then is not None and stop.is_set() else stop).set()
 
-    for sig in (signal.SIGINT, getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)):
+    def on_hangup() -> None:
+        _off_the_terminal()
+        on_ctrl_c()
+
+    handlers = [(signal.SIGINT, on_ctrl_c), (getattr(signal, "SIGTERM", None), on_ctrl_c)]
+    hup = getattr(signal, "SIGHUP", None)
+    if hup is not None and signal.getsignal(hup) is not signal.SIG_IGN:
+        handlers.append((hup, on_hangup))
+    for sig, handler in handlers:
         if sig is None:
             continue
         try:
-            asyncio.get_running_loop().add_signal_handler(sig, on_ctrl_c)
+            asyncio.get_running_loop().add_signal_handler(sig, handler)
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread; Windows
             pass
+
+
+def _off_the_terminal() -> None:
+    """The terminal is gone (SIGHUP): what would be written to it goes nowhere, so that the
+    last finals and ``--output`` are still made (every write to a hung-up terminal fails with
+    EIO, and the first one ended the command before it saved anything)."""
+    import os
+    import stat
+
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for fd in (1, 2):
+            try:  # (a character device: the terminal; isatty() fails on a hung-up one)
+                if stat.S_ISCHR(os.fstat(fd).st_mode):
+                    os.dup2(null, fd)
+            except OSError:
+                pass
+    finally:
+        os.close(null)
 
 
 ENDED_EARLY = {

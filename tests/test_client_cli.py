@@ -19,6 +19,7 @@ from whisperwire.client import captions, mic
 from whisperwire.client.connect import ClientFault, check_output, ws_url
 from whisperwire.client.stream import paced, stream_chunks
 from whisperwire.server import wire
+from whisperwire.server.wer import normalize
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -444,6 +445,52 @@ def test_captions_follows_until_ctrl_c_and_then_saves(live_server, tmp_path, sig
     assert viewer.returncode == 0 and "Traceback" not in stderr, stderr
     assert stdout.split() == res.text.split()
     assert "saved" in stderr and "-->" in out.read_text()
+
+
+def test_captions_in_a_terminal_that_closes_still_saves_and_nohup_keeps_it_running(
+        live_server, tmp_path):
+    """A closed terminal: SIGHUP, then every write to it fails (EIO), and the first one ended
+    the command with "cannot reach the server: Input/output error" and no file. Under
+    ``nohup`` (SIGHUP ignored) a hangup must not stop it at all."""
+    import pty
+    import select
+    import signal
+
+    p = wire.ListenParams(session="hup-cli")
+    res = asyncio.run(stream_chunks(live_server.url, paced(s16(load16k(JFK)), p, 0), p))
+    out = tmp_path / "hup.srt"
+    pid, fd = pty.fork()
+    if pid == 0:  # the command, on the terminal's side (stderr to a file, read below)
+        err = os.open(tmp_path / "err.txt", os.O_WRONLY | os.O_CREAT)
+        os.dup2(err, 2)
+        os.execv(sys.executable, [sys.executable, "-m", "whisperwire.server", "captions",
+                                  "hup-cli", "--url", live_server.url, "--output", str(out)])
+    shown, deadline = b"", time.monotonic() + 60
+    while b"country" not in shown and time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.2)[0]:
+            shown += os.read(fd, 4096)
+    assert b"country" in shown, shown
+    os.close(fd)  # the terminal window closes
+    deadline = time.monotonic() + 30
+    while not (done := os.waitpid(pid, os.WNOHANG))[0] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    err = (tmp_path / "err.txt").read_text()
+    assert done[0] and os.WIFEXITED(done[1]) and os.WEXITSTATUS(done[1]) == 0, err
+    assert "saved" in err and "-->" in out.read_text(), err
+    assert normalize(" ".join(line for line in out.read_text().splitlines()
+                              if line and "-->" not in line and not line.isdigit())) \
+        == normalize(res.text)
+    # nohup: SIGHUP was ignored when it started, and stays so
+    viewer = subprocess.Popen(
+        [sys.executable, "-m", "whisperwire.server", "captions", "hup-cli", "--url",
+         live_server.url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    time.sleep(3.0)
+    viewer.send_signal(signal.SIGHUP)
+    time.sleep(1.0)
+    assert viewer.poll() is None, "a hangup under nohup stopped it"
+    viewer.send_signal(signal.SIGINT)
+    viewer.communicate(timeout=30)
 
 
 class DroppingViewerServer:
