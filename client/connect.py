@@ -66,14 +66,21 @@ def ws_url(url: str) -> str:
         raise ClientFault(f"--url {url!r} is not a server address; expected ws://HOST:PORT "
                           "(or wss://), e.g. ws://127.0.0.1:8765")
     try:
-        parts.port  # (a port out of range or not a number: a traceback, when connecting)
+        port = parts.port  # (out of range or not a number: a traceback, when connecting)
     except ValueError:
+        port = 0
+    if port == 0:
         raise ClientFault(f"--url {url!r} has no valid port (1-65535); expected ws://HOST:PORT, "
-                          "e.g. ws://127.0.0.1:8765") from None
+                          "e.g. ws://127.0.0.1:8765")
     # the server's address, not one of its endpoints: "/v1/listen" pasted from the README was
     # asked for as ".../v1/listen/v1/listen", and the 403 blamed the token (a path before
     # them, a proxy's prefix, stays)
-    path = re.sub(r"/v1(/listen|/sessions/[^/]*/events)?/*$", "", parts.path)
+    path = re.sub(r"/v1/(listen|sessions/[^/]*/events)/*$", "", parts.path)
+    path = "" if re.fullmatch(r"/v1/*", path) else path
+    if path.rstrip("/").endswith("/deepgram"):
+        raise ClientFault(f"--url {url!r} is the Deepgram-compatible endpoint; whisperwire's "
+                          "clients speak its own protocol: --url "
+                          + urlunsplit((scheme, parts.netloc, path.rstrip("/")[:-9], "", "")))
     return urlunsplit((scheme, parts.netloc, path, "", ""))
 
 

@@ -49,6 +49,7 @@ def said_plainly(r: subprocess.CompletedProcess, *words: str) -> None:
     # and the server's 403 was read as a wrong token; a proxy's prefix stays
     ("ws://h:1/v1/listen", "ws://h:1"), ("ws://h:1/v1", "ws://h:1"),
     ("wss://h/ww/v1/listen/", "wss://h/ww"), ("ws://h:1/v1/sessions/a/events", "ws://h:1"),
+    ("wss://h/api/v1", "wss://h/api/v1"),  # (a proxy's prefix that ends in /v1 stays)
 ])
 def test_urls_accept_websocket_urls_and_bare_hosts(given, want):
     assert ws_url(given) == want
@@ -61,8 +62,13 @@ def test_http_urls_name_the_websocket_address(given, hint):
         ws_url(given)
 
 
+def test_the_deepgram_endpoint_is_not_taken_for_the_server():
+    with pytest.raises(ClientFault, match="Deepgram-compatible endpoint.*--url ws://h:1$"):
+        ws_url("ws://h:1/deepgram/v1/listen")
+
+
 @pytest.mark.parametrize("bad", ["ftp://h:1", "ws://", "http:///x", "ws://127.0.0.1:99999",
-                                 "ws://127.0.0.1:notaport"])
+                                 "ws://127.0.0.1:notaport", "ws://127.0.0.1:0"])
 def test_other_urls_say_what_is_expected(bad):
     with pytest.raises(ClientFault, match="expected ws://HOST:PORT"):
         ws_url(bad)
