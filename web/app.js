@@ -178,6 +178,9 @@ async function catchUp(session, again) {
   const same = again && tr && state.instance && tr.instance === state.instance;
   if (same) {
     appendChannelFinals(tr);
+    // back after the server's rejoin grace, this connection is the channel's next speaker
+    // (its turn starts at the next final): a line of its own, as a viewer has it
+    if ((tr.turns || []).includes(tr.finals.length)) endLine();
     // what was in flight when it dropped: sent, never heard
     if (state.connOffset !== null) sayAgain(sentOld - (tr.offset - state.connOffset));
   } else if (again) {
