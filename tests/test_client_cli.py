@@ -31,6 +31,16 @@ def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=timeout)
 
 
+def first_final(server: LiveServer, session: str, within_s: float = 60) -> None:
+    """Wait until ``session`` on ``server`` has made its first final (a stream mid-way)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        t = server.app.state.hub.get(session)
+        if t is not None and t.finals:
+            return
+        time.sleep(0.05)
+
+
 def said_plainly(r: subprocess.CompletedProcess, *words: str) -> None:
     """Non-zero, one sentence on stderr naming ``words``, no traceback."""
     assert r.returncode != 0, r.stderr
@@ -216,12 +226,7 @@ def test_the_server_stopping_mid_stream_is_waited_for_and_ctrl_c_twice_ends_it(l
             [sys.executable, "-m", "whisperwire.server", "stream", str(SPEECH / "LJ001-0001.wav"),
              "--url", srv.url, "--session", "stopping", "--output", str(out)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # mid-stream: once the first final is out
-            t = srv.app.state.hub.get("stopping")
-            if t is not None and t.finals:
-                break
-            time.sleep(0.05)
+        first_final(srv, "stopping")
         srv.server.should_exit = True  # what SIGTERM does: finalise every session, then stop
     time.sleep(2.0)  # (down, and the client trying again)
     assert proc.poll() is None
@@ -245,12 +250,7 @@ def test_stream_stopped_by_sigterm_still_saves_its_output(live_server, tmp_path)
         [sys.executable, "-m", "whisperwire.server", "stream", str(SPEECH / "real" / "en-05.wav"),
          "--url", live_server.url, "--session", "terminated", "--output", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # mid-stream: once the first final is out
-        t = live_server.app.state.hub.get("terminated")
-        if t is not None and t.finals:
-            break
-        time.sleep(0.05)
+    first_final(live_server, "terminated")
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0 and "Traceback" not in stderr, stderr

@@ -471,6 +471,35 @@ def test_raw_audio_that_starts_like_an_mp3_frame_is_still_raw(live_server):
     assert bad.status_code == 400, bad.text
 
 
+def _lj_in_real_time_then(live_server, then) -> list[tuple[float, dict]]:  # type: ignore[no-untyped-def]
+    """LJ001-0002 to the Deepgram endpoint in 100 ms frames in real time, then ``then(ws)``,
+    then ``CloseStream``: every message with the time it came."""
+    import asyncio
+
+    from websockets.asyncio.client import connect
+
+    pcm = s16(load16k("LJ001-0002.wav"))
+    got: list[tuple[float, dict]] = []
+
+    async def go() -> None:
+        url = (f"{live_server.url}/deepgram/v1/listen?encoding=linear16&sample_rate=16000"
+               "&interim_results=true")
+        async with connect(url) as ws:
+            async def rx() -> None:
+                async for m in ws:
+                    got.append((time.monotonic(), json.loads(m)))
+            reader = asyncio.create_task(rx())
+            for i in range(0, len(pcm), 3200):
+                await ws.send(pcm[i : i + 3200])
+                await asyncio.sleep(0.1)
+            await then(ws)
+            await ws.send(json.dumps({"type": "CloseStream"}))
+            await asyncio.wait_for(reader, 30)
+
+    asyncio.run(go())
+    return got
+
+
 @pytest.mark.timeout(120)
 def test_a_finalize_after_the_last_audio_is_answered_without_more_audio(live_server):
     """Push-to-talk, a muted microphone, a file's end: the client sends ``Finalize`` and then
@@ -479,32 +508,18 @@ def test_a_finalize_after_the_last_audio_is_answered_without_more_audio(live_ser
     "modern" came only with ``CloseStream``, 6 s later."""
     import asyncio
 
-    from websockets.asyncio.client import connect
+    sent = 0.0
 
-    pcm = s16(load16k("LJ001-0002.wav"))  # its last word ends 0.2 s before the audio does
-    got: list[tuple[float, dict]] = []
+    async def then(ws) -> None:  # type: ignore[no-untyped-def]
+        nonlocal sent
+        sent = time.monotonic()
+        await ws.send(json.dumps({"type": "Finalize"}))
+        for _ in range(2):
+            await asyncio.sleep(2)
+            await ws.send(json.dumps({"type": "KeepAlive"}))
 
-    async def go() -> float:
-        url = (f"{live_server.url}/deepgram/v1/listen?encoding=linear16&sample_rate=16000"
-               "&interim_results=true")
-        async with connect(url) as ws:
-            async def rx() -> None:
-                async for m in ws:
-                    got.append((time.monotonic(), json.loads(m)))
-            reader = asyncio.create_task(rx())
-            for i in range(0, len(pcm), 3200):  # 100 ms frames in real time
-                await ws.send(pcm[i : i + 3200])
-                await asyncio.sleep(0.1)
-            sent = time.monotonic()
-            await ws.send(json.dumps({"type": "Finalize"}))
-            for _ in range(2):
-                await asyncio.sleep(2)
-                await ws.send(json.dumps({"type": "KeepAlive"}))
-            await ws.send(json.dumps({"type": "CloseStream"}))
-            await asyncio.wait_for(reader, 30)
-            return sent
-
-    sent = asyncio.run(go())
+    # (LJ001-0002's last word ends 0.2 s before the audio does)
+    got = _lj_in_real_time_then(live_server, then)
     answers = [t - sent for t, m in got if m.get("type") == "Results" and m.get("from_finalize")]
     text = " ".join(m["channel"]["alternatives"][0]["transcript"] for _, m in got
                     if m.get("type") == "Results" and m["is_final"])
@@ -522,30 +537,13 @@ def test_a_finalize_said_twice_gets_two_answers_in_order(live_server, gap):
     answer and that result both covered 1.70-1.90 s."""
     import asyncio
 
-    from websockets.asyncio.client import connect
+    async def then(ws) -> None:  # type: ignore[no-untyped-def]
+        await ws.send(json.dumps({"type": "Finalize"}))
+        await asyncio.sleep(gap)
+        await ws.send(json.dumps({"type": "Finalize"}))
+        await asyncio.sleep(2)
 
-    pcm = s16(load16k("LJ001-0002.wav"))
-    got: list[dict] = []
-
-    async def go() -> None:
-        url = (f"{live_server.url}/deepgram/v1/listen?encoding=linear16&sample_rate=16000"
-               "&interim_results=true")
-        async with connect(url) as ws:
-            async def rx() -> None:
-                async for m in ws:
-                    got.append(json.loads(m))
-            reader = asyncio.create_task(rx())
-            for i in range(0, len(pcm), 3200):
-                await ws.send(pcm[i : i + 3200])
-                await asyncio.sleep(0.1)
-            await ws.send(json.dumps({"type": "Finalize"}))
-            await asyncio.sleep(gap)
-            await ws.send(json.dumps({"type": "Finalize"}))
-            await asyncio.sleep(2)
-            await ws.send(json.dumps({"type": "CloseStream"}))
-            await asyncio.wait_for(reader, 30)
-
-    asyncio.run(go())
+    got = [m for _, m in _lj_in_real_time_then(live_server, then)]
     finals = [(m["start"], round(m["start"] + m["duration"], 3),
                m["channel"]["alternatives"][0]["transcript"], m["from_finalize"])
               for m in got if m.get("type") == "Results" and m["is_final"]]
