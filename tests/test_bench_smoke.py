@@ -125,7 +125,8 @@ def test_a_mixed_run_scores_each_stream_against_its_own_recording():
         ws = tuple(wire.Word(" " + w, 0.4 * j, 0.4 * (j + 1), 0.9)
                    for j, w in enumerate(text.split()))
         return StreamResult(messages=[(0.0, 0.0, wire.Ready("s", "m", "cpu", "int8", 16000)),
-                                      (5.0, 5.0, wire.Final(0, text, 0.0, ws[-1].end, ws))],
+                                      (5.0, 5.0, wire.Final(0, text, 0.0, ws[-1].end, ws)),
+                                      (5.5, 5.5, wire.Closed("client_close", 10.0))],
                             sends=[(0.1 * k, 0.1 * k) for k in range(100)])
 
     # five streams: recordings 0, 1, 2, 0, 1; the fifth misses a word of recording 1
@@ -159,13 +160,14 @@ def test_a_refused_stream_fails_the_latency_rule_and_is_named():
     refs = [([analysis.RefWord("one", 0.4), analysis.RefWord("two", 0.8)], "one two")]
     ws = (wire.Word(" one", 0.0, 0.4, 0.9), wire.Word(" two", 0.4, 0.8, 0.9))
     ready = (0.0, 0.0, wire.Ready("s", "m", "cpu", "int8", 16000))
-    ok = StreamResult(messages=[ready, (1.0, 1.0, wire.Final(0, "one two", 0.0, 0.8, ws))],
+    closed = (2.0, 2.0, wire.Closed("client_close", 2.0))  # (a stream that ran to its end)
+    ok = StreamResult(messages=[ready, (1.0, 1.0, wire.Final(0, "one two", 0.0, 0.8, ws)), closed],
                       sends=[(0.1 * k, 0.1 * k) for k in range(20)], close_code=1000)
     refused = StreamResult(messages=[(0.0, 0.0, wire.Error("server_full", "all in use"))],
                            close_code=1013, close_reason="all 64 sessions are in use")
     # (a third stream whose second final skipped a number: a broken rule, named)
     skipped = StreamResult(messages=[ready, (1.0, 1.0, wire.Final(0, "one", 0.0, 0.4, ws[:1])),
-                                     (1.5, 1.5, wire.Final(2, "two", 0.4, 0.8, ws[1:]))],
+                                     (1.5, 1.5, wire.Final(2, "two", 0.4, 0.8, ws[1:])), closed],
                            sends=[(0.1 * k, 0.1 * k) for k in range(20)], close_code=1000)
     rec = harness.RunRecord([ok, refused, skipped], wall_s=3.0, cpu_s=1.0,
                             rss_baseline_mib=100.0, rss_peak_mib=110.0)
