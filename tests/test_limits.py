@@ -39,8 +39,12 @@ def test_max_sessions_refuses_clearly(engine):
         assert msgs[0].code == "server_full" and code == 1013
 
         async def same_id():  # (told "server_full, try again later", it waited for nothing)
+            for _ in range(100):  # (once the speaker above has finished: it is live till then)
+                if srv.app.state.hub.live_count == 0:
+                    break
+                await asyncio.sleep(0.1)
             async with websockets.connect(srv.url + "/v1/listen?session=full-id") as first:
-                await first.recv()
+                assert isinstance(wire.decode(await first.recv()), wire.Ready)
                 return await first_and_close(srv.url + "/v1/listen?session=full-id")
 
         msgs, _ = run(same_id())
