@@ -78,9 +78,10 @@ def ws_url(url: str) -> str:
     path = re.sub(r"/v1/(listen|sessions/[^/]*/events)/*$", "", parts.path)
     path = "" if re.fullmatch(r"/v1/*", path) else path
     if path.rstrip("/").endswith("/deepgram"):
+        server = path.rstrip("/").removesuffix("/deepgram")
         raise ClientFault(f"--url {url!r} is the Deepgram-compatible endpoint; whisperwire's "
                           "clients speak its own protocol: --url "
-                          + urlunsplit((scheme, parts.netloc, path.rstrip("/")[:-9], "", "")))
+                          + urlunsplit((scheme, parts.netloc, server, "", "")))
     return urlunsplit((scheme, parts.netloc, path, "", ""))
 
 

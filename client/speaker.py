@@ -189,9 +189,8 @@ class _Speaker:
         # (a file is read at most ``ahead`` past what was sent: what was held is not all that
         # went unsent; "1.0 s of audio were not sent" of a file 175 s from its end)
         rest = self.ahead is not None and not self.source_done.is_set() and not self.quitting
-        unsent = (f"{held:.1f} s of audio" if held >= 0.05 else "") + (
-            (" and " if held >= 0.05 else "") + "the rest of the file" if rest else "")
-        self.say(why + (f"; {unsent} were not sent" if unsent else ""))
+        unsent = [f"{held:.1f} s of audio"] * (held >= 0.05) + ["the rest of the file"] * rest
+        self.say(why + (f"; {' and '.join(unsent)} were not sent" if unsent else ""))
 
     async def _connections(self) -> None:
         failures = 0

@@ -181,12 +181,11 @@ class Hub:
         includes the time that speaker's last words are still being decoded."""
         self.expire()
         sid = session or new_session_id()
+        self.may_open(sid)
         t = self._sessions.get(sid)
         if t is None:
             t = self._sessions[sid] = Transcript(sid)
             return t
-        if t.live:
-            raise ClientError("session_taken", f"session {sid!r} is already live")
         t.live, t.closed, t.ended_at, t.partial = True, None, None, None
         t.offset = t.audio_seconds
         t.turns.append(len(t.finals))

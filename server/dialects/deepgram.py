@@ -124,9 +124,7 @@ def _whole(words: list[wire.Word], punctuate: bool) -> list[wire.Word]:
             if opens:
                 opening += core
             elif out:
-                last = out[-1]
-                out[-1] = wire.Word(last.word + core, last.start, max(last.end, w.end),
-                                    last.probability)
+                out[-1] = _with_marks(out[-1], core, w.end)
             # (else a final that starts with a closing mark: it closes the last final's word)
             continue
         if opening:
@@ -135,9 +133,13 @@ def _whole(words: list[wire.Word], punctuate: bool) -> list[wire.Word]:
             opening = ""
         out.append(w)
     if opening and out:  # (opening marks at the end, "He said (": kept on the last word)
-        last = out[-1]
-        out[-1] = wire.Word(last.word + opening, last.start, last.end, last.probability)
+        out[-1] = _with_marks(out[-1], opening, out[-1].end)
     return out
+
+
+def _with_marks(w: wire.Word, marks: str, end: float) -> wire.Word:
+    """``w`` with ``marks`` written after it (its confidence stays its own)."""
+    return wire.Word(w.word + marks, w.start, max(w.end, end), w.probability)
 
 
 def alternative(words: list[wire.Word], text: str, punctuate: bool) -> dict[str, Any]:
