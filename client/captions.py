@@ -21,7 +21,7 @@ from urllib.parse import quote
 from whisperwire.server import wire
 from whisperwire.server.hub import on_channel_clock
 
-from .connect import bearer, check_output, parse_event, run_client, ws_url
+from .connect import bearer, check_output, check_token, parse_event, run_client, ws_url
 from .printer import CaptionPrinter
 from .stream import ctrl_c_sets, write_output
 
@@ -169,6 +169,7 @@ def main(args: Any) -> int:
             print(f"whisperwire: {args.session!r} cannot be a session id: {wire.BAD_SESSION}",
                   file=sys.stderr)
             return 1
+        args.token = check_token(args.token)
         url = ws_url(args.url)
         check_output(args.output)
         printer = CaptionPrinter(one_per_line=getattr(args, "lines", False))

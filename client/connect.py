@@ -43,6 +43,20 @@ def bearer(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
+def check_token(token: str | None) -> str | None:
+    """``--token`` as it is sent: without the spaces and line break around it (a token copied
+    from a file with its newline), as the server reads the header. One with a line break or
+    another control character inside cannot be an HTTP header: the HTTP library refused it,
+    and the client blamed the server ("did not answer as a WhisperWire server")."""
+    if token is None:
+        return None
+    token = token.strip()
+    if any(ord(c) < 32 or ord(c) == 127 for c in token):
+        raise ClientFault("--token has a line break or another control character inside; "
+                          "give the token alone, on one line")
+    return token or None
+
+
 def listen_url(url: str, params: wire.ListenParams) -> str:
     """A speaker's WebSocket address on the server at ``url`` (a :func:`ws_url`)."""
     return f"{url.rstrip('/')}/v1/listen?{urlencode(params.to_query())}"

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from whisperwire.server import wire
 
-from .connect import ClientFault, check_output, run_client, ws_url
+from .connect import ClientFault, check_output, check_token, run_client, ws_url
 from .printer import CaptionPrinter
 from .speaker import speak
 from .stream import ctrl_c_sets, finish
@@ -181,6 +181,10 @@ def main(args: Any) -> int:
             print(f"whisperwire: {text}" if status else text,
                   file=sys.stderr if status else sys.stdout)
             return status
+        if args.input_file and args.device is not None:  # (the device was ignored unsaid)
+            raise ClientFault("--device and --input-file: give one; --input-file plays a file "
+                              "instead of a microphone")
+        args.token = check_token(args.token)
         url = ws_url(args.url)
         check_output(args.output)
         if args.input_file:

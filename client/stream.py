@@ -20,7 +20,7 @@ from whisperwire.server import wire
 from whisperwire.server.text import finals_text
 
 from .audio_file import read_audio
-from .connect import (ClientFault, bearer, check_output, listen_url, parse_event, run_client,
+from .connect import (ClientFault, bearer, check_output, check_token, listen_url, parse_event, run_client,
                       ws_url)
 from .printer import CaptionPrinter
 
@@ -322,6 +322,7 @@ def summary(res: StreamResult, seconds: float) -> str:
 def main(args) -> int:  # type: ignore[no-untyped-def]
     def body() -> int:
         url = ws_url(args.url)
+        args.token = check_token(args.token)
         check_output(args.output)  # before streaming: never lose the result at the end
         pcm = read_audio(args.file, 16000).astype("<i2").tobytes()
         params = wire.ListenParams(sample_rate=16000, language=args.language,

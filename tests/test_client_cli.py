@@ -165,6 +165,17 @@ def test_stream_refuses_an_http_url_and_a_foreign_one(live_server):
                  "cannot reach the server")
 
 
+def test_a_token_pasted_with_its_line_break_is_taken_and_a_broken_one_is_said(live_server):
+    """A token copied from a file with its newline was sent as it was: the HTTP library refused
+    the header, and the client said the server "did not answer as a WhisperWire server"."""
+    r = cli("stream", JFK, "--url", live_server.url, "--speed", "0", "--token", "any-token\n")
+    assert r.returncode == 0, r.stderr  # (the live server wants no token: one is harmless)
+    for cmd in (("stream", JFK), ("captions", "some-session")):
+        r = cli(*cmd, "--url", live_server.url, "--token", "two\nlines")
+        said_plainly(r, "--token", "line break")
+        assert "did not answer" not in r.stderr
+
+
 def test_captions_of_what_cannot_be_a_session_id_says_so(live_server):
     """'a/b' reached no route on the server and was told 'HTTP 403, forbidden (check
     --token)': the wrong cause."""
@@ -328,6 +339,13 @@ def test_mic_on_this_machine_says_what_it_has():
         said_plainly(r, "no input device")
         assert r.stderr.startswith("whisperwire: no input device"), r.stderr
         said_plainly(cli("mic", "--url", "ws://127.0.0.1:9"), "no input device", "--input-file")
+
+
+def test_mic_refuses_a_device_and_an_input_file_at_once():
+    """Both were taken, and the device was ignored without a word: the user who named a
+    microphone heard captions of the file."""
+    said_plainly(cli("mic", "--url", "ws://127.0.0.1:9", "--input-file", JFK, "--device", "1"),
+                 "--device", "--input-file")
 
 
 def test_captions_once_stops_at_the_first_closed_and_saves(live_server, tmp_path):
