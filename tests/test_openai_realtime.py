@@ -329,6 +329,34 @@ def test_push_to_talk_may_pause_and_append_a_whole_file_in_one_event(engine):
 
 
 @pytest.mark.timeout(120)
+def test_a_commit_after_one_append_of_several_turns_ends_the_last_under_server_vad(live_server):
+    """jfk in one append, then a commit: the VAD's own turns ended inside the append, and the
+    commit was refused as "buffer too small" (the count of uncommitted audio started again at
+    the VAD's commit, after the whole append was counted), so the last turn was never ended
+    and its words never came ("... for your country" was lost)."""
+    pcm = s16(at(load16k("jfk.wav"), 24000))
+    events: list = []
+    with client(live_server).realtime.connect(extra_query={"intent": "transcription"}) as conn:
+        conn.session.update(session={"type": "transcription", "audio": {"input": {
+            "format": {"type": "audio/pcm", "rate": 24000},
+            "transcription": {"model": "whisper-1", "language": "en"},
+            "turn_detection": {"type": "server_vad", "silence_duration_ms": 500}}}})
+        conn.input_audio_buffer.append(audio=base64.b64encode(pcm).decode())
+        conn.input_audio_buffer.commit()
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline:  # (until the turn that ends jfk completes)
+            events.append(e := conn.recv())
+            if e.type == "error" or (e.type == COMPLETED and normalize(e.transcript)[-3:]
+                                     == ["for", "your", "country"]):
+                break
+    errors = [e.error.message for e in events if e.type == "error"]
+    assert not errors, errors
+    text = " ".join(e.transcript for e in events if e.type == COMPLETED)
+    assert normalize(text)[-6:] == "you can do for your country".split(), text
+    assert_openai_order(events)
+
+
+@pytest.mark.timeout(120)
 def test_turn_detection_switched_mid_speech_and_a_commit_inside_a_word(live_server):
     """Switching to manual turns while the VAD had a turn open made the next final loop
     forever on the event loop (the whole server hung); a commit under server_vad inside a

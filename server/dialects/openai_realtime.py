@@ -80,7 +80,6 @@ class RealtimeConnection(ListenConnection):
                                              "prefix_padding_ms": server.config.vad.pre_roll_ms,
                                              "threshold": 0.5}
         self.conversation = Turns(vad=True)
-        self.heard = 0  # samples since the last commit or clear
         self.beta = False  # the client speaks the beta transcription_session.* events
         self._client_event: str | None = None  # the event_id of the client event in hand
 
@@ -90,8 +89,6 @@ class RealtimeConnection(ListenConnection):
 
     def _send_turns(self, events: list[Event]) -> None:
         for kind, body in events:
-            if kind == "input_audio_buffer.committed":
-                self.heard = 0  # (the buffer a commit empties starts here)
             self.event(kind, **body)
             # the user item each turn is, as OpenAI announces it at the commit: added, and done
             # (a user's audio item is whole once committed; its transcript comes in the
@@ -174,14 +171,16 @@ class RealtimeConnection(ListenConnection):
             raise ClientError("invalid_audio", "pcm16 audio must be a whole number of samples")
         else:
             x = ListenConnection.take_audio(self, data)
-        self.heard += len(x)
         self.feed(x)
 
     def _commit(self) -> None:
-        if self.heard < self.params.sample_rate // 10:  # OpenAI's own rule: at least 100 ms
+        # OpenAI's own rule: at least 100 ms since the last commit (the client's or the VAD's)
+        # or clear. Counted on the stream's clock from where the buffer starts: a count of
+        # samples started again at a VAD commit inside a long append lost the rest of that
+        # append, and a commit after it was refused while seconds were uncommitted
+        if self.session.audio_seconds - self.conversation.cut < 0.1:
             raise ClientError("input_audio_buffer_commit_empty",
                               "buffer too small: a commit needs at least 100 ms of audio")
-        self.heard = 0
         vad = self.conversation.vad
         self._send_turns(self.conversation.commit(self.session.audio_seconds))
         if vad:
@@ -202,7 +201,6 @@ class RealtimeConnection(ListenConnection):
         """Discard the uncommitted audio, as OpenAI's buffer does: words heard in it are
         dropped when they become final (the session goes on decoding, so nothing committed
         is lost, and no decode is pulled from under the engine)."""
-        self.heard = 0
         self._send_turns(self.conversation.clear(self.session.audio_seconds))
 
     def on_vad(self, marks: list[Any]) -> None:
