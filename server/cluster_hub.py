@@ -14,7 +14,12 @@ one named, detached Ray actor, the :class:`Directory`, and every replica's hub t
   (partials coalesced for slow viewers, finals never dropped, a viewer that stops reading let go);
 - replicas renew a lease every second; a replica that stops (killed, its node lost) loses its
   live channels after ``lease_s``: the directory publishes ``closed(replica_lost)`` on them, so
-  their viewers hear the end and their transcripts keep every final that was published.
+  their viewers hear the end and their transcripts keep every final that was published;
+- a directory that Ray restarts (its node lost) starts empty, with a new ``epoch``: the next
+  lease renewal tells each replica, which gives it back its live channels (*adopt*: their finals
+  so far, under the same claim and batch numbers, so the batches sent meanwhile, kept as
+  orphans, still apply in order). Until then, for about a second, a second speaker could take
+  a live id; before, it could for as long as the speaker spoke on.
 
 The directory's calls are tiny; the blocking ones (claim, first look at a channel, downloads) are
 made from the app's synchronous admission code and wait at most ``timeout_s`` (3 s: an
@@ -43,7 +48,7 @@ log = logging.getLogger("whisperwire.server")
 
 # The directory's calls change with WhisperWire's code, and a detached actor outlives a
 # redeploy: replicas find the directory of their own protocol version by its name.
-PROTOCOL = 2
+PROTOCOL = 3
 NAME, NAMESPACE = f"whisperwire-hub-v{PROTOCOL}", "whisperwire"
 
 
@@ -89,6 +94,10 @@ class Directory:
         self.seen: dict[str, float] = {}  # owner -> last lease renewal
         self.lost: dict[str, dict[str, int]] = {}  # owner -> its claims the reaper ended
         self.pids: dict[str, int] = {}
+        # batches for a channel this directory does not know (it restarted empty, and the
+        # speaker's replica has not given it back yet): (session, claim) -> (when, batches)
+        self.orphans: dict[tuple[str, int], tuple[float, dict[int, tuple]]] = {}
+        self.epoch = secrets.token_hex(8)  # this life of the directory
         self._claims = 0
         self._reaper: asyncio.Task | None = None
 
@@ -122,7 +131,30 @@ class Directory:
             ch.bump()
         ch.owner, ch.claim, ch.next_batch, ch.pending = owner, self._claims, 0, {}
         return {"session": sid, "claim": ch.claim, "finals": list(ch.finals),
-                "offset": ch.offset, "speakers": ch.speakers}
+                "offset": ch.offset, "speakers": ch.speakers, "turns": list(ch.turns),
+                "instance": ch.instance}
+
+    async def adopt(self, session: str, owner: str, pid: int, claim: int, batch: int,
+                    state: dict) -> dict:
+        """A replica gives back a live channel this directory lost when it restarted: its
+        finals and place (``state``, as the replica's transcript holds them) up to batch number
+        ``batch``, under the claim it had. Refused (``session_taken``) if the id was taken
+        again meanwhile."""
+        await self.renew(owner, pid)
+        if session in self.channels:
+            return {"error": "session_taken", "message": f"session {session!r} was taken"}
+        self._claims = max(self._claims, claim)  # (new claims stay unique on every channel)
+        ch = self.channels[session] = _Channel(
+            session, finals=list(state["finals"]), owner=owner, claim=claim, next_batch=batch,
+            offset=state["offset"], audio_seconds=state["offset"], heard=state["heard"],
+            speakers=state["speakers"], turns=list(state["turns"]), instance=state["instance"])
+        for text in ch.finals:
+            ch.bump()
+            ch.log.append((ch.seq, text))
+        _, orphans = self.orphans.pop((session, claim), (0.0, {}))
+        for n, (events, end) in sorted(orphans.items()):
+            await self.publish(session, claim, n, events, end)
+        return {"session": session}
 
     async def publish(self, session: str, claim: int, batch: int, events: list[str],
                       end: float | None = None) -> None:
@@ -130,7 +162,11 @@ class Directory:
         and with ``end`` (its audio seconds) the speaker's end. Batches apply in number order;
         a stale claim's (a replica that lost its lease) are ignored."""
         ch = self.channels.get(session)
-        if ch is None or ch.claim != claim or not ch.live:
+        if ch is None:  # (kept a while: its replica may be about to give the channel back)
+            self.orphans.setdefault((session, claim), (time.monotonic(), {}))[1][batch] = (
+                events, end)
+            return
+        if ch.claim != claim or not ch.live:
             return
         ch.pending[batch] = (events, end)
         while ch.live and ch.next_batch in ch.pending:
@@ -161,16 +197,16 @@ class Directory:
         ch.ended_at = time.monotonic()
         ch.bump()
 
-    async def renew(self, owner: str, pid: int = 0) -> dict[str, int]:
+    async def renew(self, owner: str, pid: int = 0) -> dict:
         """A replica's lease: its channels stay live while it renews. Returns the claims it
         lost meanwhile (it stalled past ``lease_s``: a paused VM, a partition), so that it
         ends those speakers instead of decoding for a channel that no longer takes its
-        finals."""
+        finals; and the directory's ``epoch``, which changes when Ray restarts it empty."""
         self._start()
         self.seen[owner] = time.monotonic()
         if pid:
             self.pids[owner] = pid
-        return self.lost.pop(owner, {})
+        return {"lost": self.lost.pop(owner, {}), "epoch": self.epoch}
 
     async def snapshot(self, session: str) -> dict | None:
         ch = self.channels.get(session)
@@ -225,6 +261,9 @@ class Directory:
                 elif not ch.live and ch.ended_at and now - ch.ended_at > self.retention_s:
                     del self.channels[ch.session]
                     ch.bump()  # its followers find it gone
+            for key, (since, _) in list(self.orphans.items()):
+                if now - since > self.lease_s:  # no replica gave its channel back
+                    del self.orphans[key]
             # a replica gone this long (scaled down, its node lost) is forgotten, with the
             # claims it was to be told it lost: its channels ended or expired long since
             for owner, t in list(self.seen.items()):
@@ -291,6 +330,7 @@ class ClusterHub(Hub):
         self._claims: dict[str, int] = {}
         self._batches: dict[str, int] = {}
         self._mirrors: dict[str, _Mirror] = {}
+        self._epoch: str | None = None  # the directory's life this replica last renewed with
 
     def _call(self, ref: Any) -> Any:
         import ray
@@ -305,18 +345,49 @@ class ClusterHub(Hub):
         """Keep this replica's lease (run as a task for the replica's life); a speaker whose
         claim the directory ended meanwhile is told so (``on_lost``)."""
         while True:
-            lost: dict[str, int] = {}
+            r: dict = {}
             with contextlib.suppress(Exception):
-                lost = await asyncio.wait_for(
+                r = await asyncio.wait_for(
                     asyncio.wrap_future(self.actor.renew.remote(self.owner, self.pid).future()),
                     self.timeout_s) or {}
-            for sid, claim in lost.items():
+            if r.get("epoch") not in (None, self._epoch):
+                if self._epoch is not None:
+                    await self._give_back()
+                self._epoch = r["epoch"]
+            for sid, claim in r.get("lost", {}).items():
                 if self._claims.get(sid) == claim:
                     self._claims.pop(sid, None)  # its finals would be ignored: send none
                     log.warning("session=%s event=claim_lost (this replica stalled)", sid)
                     if self.on_lost is not None:
                         self.on_lost(sid)
             await asyncio.sleep(every_s)
+
+    async def _give_back(self) -> None:
+        """The directory restarted empty: give it this replica's live channels back. A
+        channel whose id was taken meanwhile is lost, as after a stall (``on_lost``)."""
+        for sid, claim in list(self._claims.items()):
+            t = self._sessions.get(sid)
+            if t is None:
+                continue
+            own = [f for f in t.finals if f.end > t.offset]  # (this speaker's finals)
+            state = {"finals": [wire.encode(f) for f in t.finals], "offset": t.offset,
+                     "heard": own[-1].end - t.offset if own else 0.0,
+                     "speakers": t.speakers, "turns": list(t.turns), "instance": t.instance}
+            # (the transcript and the batch number are read together: the batches sent after
+            # this call are the ones it does not hold)
+            ref = self.actor.adopt.remote(sid, self.owner, self.pid, claim, self._batches[sid],
+                                          state)
+            r: dict = {}
+            with contextlib.suppress(Exception):
+                r = await asyncio.wait_for(asyncio.wrap_future(ref.future()), self.timeout_s)
+            if "error" in r and self._claims.get(sid) == claim:
+                self._claims.pop(sid, None)
+                log.warning("session=%s event=claim_lost (taken while the directory restarted)",
+                            sid)
+                if self.on_lost is not None:
+                    self.on_lost(sid)
+            elif r:
+                log.warning("session=%s event=channel_given_back", sid)
 
     # -- speakers (local while live) ---------------------------------------------------------
     def open(self, session: str | None) -> Transcript:
@@ -325,7 +396,7 @@ class ClusterHub(Hub):
             raise ClientError(r["error"], r["message"])
         sid = r["session"]
         t = Transcript(sid, finals=[wire.decode(f) for f in r["finals"]], offset=r["offset"],
-                       speakers=r["speakers"])
+                       speakers=r["speakers"], turns=r["turns"], instance=r["instance"])
         self._sessions[sid], self._claims[sid], self._batches[sid] = t, r["claim"], 0
         return t
 

@@ -270,6 +270,35 @@ def test_the_directory_applies_a_speakers_calls_in_their_order():
     assert since["events"] == [final, closed]
 
 
+def test_a_restarted_directory_takes_a_live_channel_back_with_the_batches_sent_meanwhile():
+    """Ray restarts the directory empty (its node lost): the live speaker's replica gives the
+    channel back under its claim, and the batches it sent before that, to a directory that did
+    not know the channel, still apply in order (no Ray needed: the class itself)."""
+    from whisperwire.server.cluster_hub import Directory
+
+    f = [wire.encode(wire.Final(i, f"f{i}", float(i), i + 0.5)) for i in range(3)]
+
+    async def go() -> tuple:
+        old = Directory(lease_s=60)
+        r = await old.claim("back", "replica-1")
+        await old.publish("back", r["claim"], 0, [f[0]])
+        new = Directory(lease_s=60)  # the restart
+        await new.publish("back", r["claim"], 1, [f[1]])  # before the replica noticed
+        epochs = ((await old.renew("replica-1"))["epoch"], (await new.renew("replica-1"))["epoch"])
+        state = {"finals": [f[0]], "offset": 0.0, "heard": 0.5, "speakers": 1, "turns": [],
+                 "instance": r["instance"]}
+        back = await new.adopt("back", "replica-1", 0, r["claim"], 1, state)
+        await new.publish("back", r["claim"], 2, [f[2]])
+        taken = await new.claim("back", "replica-2")
+        again = await new.adopt("back", "replica-3", 0, 7, 0, state)
+        return epochs, back, taken, again, await new.snapshot("back"), new.orphans
+
+    (was, now), back, taken, again, snap, orphans = run(go())
+    assert was != now and back == {"session": "back"}
+    assert taken["error"] == "session_taken" and again["error"] == "session_taken"
+    assert snap["finals"] == f and snap["live"] and orphans == {}
+
+
 def test_the_directory_forgets_a_replica_gone_longer_than_it_keeps_channels():
     """A replica that stops renewing (scaled down, its node lost) left its lease time, pid and
     the claims it was to be told it lost in the directory for as long as the cluster ran."""
@@ -444,6 +473,47 @@ def test_scale_down_finalises_the_drained_replicas_speakers(cluster):
         assert _finals(msgs), "every speaker got its finals"
         ends.setdefault(owner, set()).add(msgs[-1].reason)
     assert sorted(map(sorted, ends.values())) == [["client_close"], ["server_shutdown"]], ends
+
+
+@pytest.mark.timeout(120)
+def test_a_live_id_stays_taken_when_ray_restarts_the_directory(cluster):
+    """Kill the directory actor (Ray restarts it empty, as when its node dies) while a speaker
+    is live: a second speaker on that id used to be let in, and the transcript lost what was
+    said before the restart. Runs last: the directory comes back with its first settings."""
+    import ray
+
+    from whisperwire.server.cluster_hub import ClusterHub
+    from whisperwire.server.errors import ClientError
+
+    actor = cluster["hub"]
+
+    async def go() -> tuple:
+        a, b = ClusterHub(actor, "test-restart-a"), ClusterHub(actor, "test-restart-b")
+        renew = asyncio.create_task(a.renew_forever(every_s=0.2))
+        await asyncio.sleep(0.5)  # (its first lease: the directory's life it knows)
+        t = a.open("hub-restart")
+        a.publish(t, wire.Final(0, "before", 0.0, 1.0))
+        ray.kill(actor, no_restart=False)
+        for _ in range(300):  # until the restarted actor answers
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(actor.settings.remote(), 1.0)
+                break
+            await asyncio.sleep(0.1)
+        a.publish(t, wire.Final(1, "during", 1.0, 2.0))
+        await asyncio.sleep(2.0)  # a few lease renewals
+        with pytest.raises(ClientError) as taken:
+            b.open("hub-restart")
+        a.publish(t, wire.Final(2, "after", 2.0, 3.0))
+        a.publish(t, wire.Closed("client_close", 3.0))
+        a.end(t, 3.0)
+        await asyncio.sleep(0.5)
+        renew.cancel()
+        return taken.value.code, b.get("hub-restart")
+
+    code, kept = run(go())
+    assert code == "session_taken"
+    assert kept is not None and [f.text for f in kept.finals] == ["before", "during", "after"]
+    assert not kept.live
 
 
 def _deployment(replicas: int):  # type: ignore[no-untyped-def]
