@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 
@@ -271,3 +272,24 @@ def test_a_full_server_says_when_to_try_again_over_http(engine):
             "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="})
     for r in (oa, dg, live):
         assert r.status_code == 429 and r.headers.get("retry-after") == "5", (r, r.text)
+
+
+def test_a_full_server_refuses_an_openai_realtime_socket_as_try_again_later(engine):
+    """A realtime socket refused at admission was closed 1008 (a policy violation, which a
+    client does not retry) with an ``invalid_request_error``, where our own socket gets 1013
+    and the file API 429 with ``rate_limit_error``."""
+    import websockets
+
+    async def refused(url: str) -> tuple:
+        async with websockets.connect(f"{url}/v1/realtime?intent=transcription") as ws:
+            event = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            with contextlib.suppress(websockets.ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), 10)
+            return event, ws.close_code, ws.close_reason
+
+    with LiveServer(ServerConfig(max_sessions=0), engine) as srv:
+        event, code, reason = asyncio.run(refused(srv.url))
+    assert event["type"] == "error" and event["error"]["code"] == "server_full", event
+    assert event["error"]["type"] == "rate_limit_error", event
+    assert code == 1013 and reason, (code, reason)
+

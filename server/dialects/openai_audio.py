@@ -60,10 +60,15 @@ async def list_models(server: WhisperWire, request: Request) -> JSONResponse:
     return JSONResponse({"object": "list", "data": model_entries(server.engine)})
 
 
+def error_type(code: str) -> str:
+    """OpenAI's ``error.type`` for one of our error codes (the realtime socket's too)."""
+    return _TYPE.get(_STATUS.get(code, 400), "invalid_request_error")
+
+
 def error(exc: ClientError, param: str | None = None) -> JSONResponse:
     status = _STATUS.get(exc.code, 400)
     return JSONResponse({"error": {"message": exc.message,
-                                   "type": _TYPE.get(status, "invalid_request_error"),
+                                   "type": error_type(exc.code),
                                    "param": param, "code": exc.code}}, status_code=status,
                         headers=retry_after(exc.code))
 

@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING, Any
 from starlette.websockets import WebSocket
 
 from .. import wire
-from ..errors import ClientError
+from ..errors import ClientError, close_code_for
 from ..listen import ListenConnection
 from ..vad import SpeechEnd, SpeechStart, VadSegmenter, webrtc_classifier
 from .common import g711_to_float, speaker_token
+from .openai_audio import error_type
 from .openai_turns import Event, Turns, new_id
 
 if TYPE_CHECKING:
@@ -119,7 +120,7 @@ class RealtimeConnection(ListenConnection):
     def _error(self, e: wire.Error) -> _Raw:
         """OpenAI's error event, naming the client event that caused it (if it had an id)."""
         return _Raw({"type": "error", "event_id": _id("event_"), "error": {
-            "type": "invalid_request_error", "code": e.code, "message": e.message,
+            "type": error_type(e.code), "code": e.code, "message": e.message,
             "param": None, "event_id": self._client_event}})
 
     # -- input -----------------------------------------------------------------------------
@@ -346,9 +347,11 @@ async def realtime(server: WhisperWire, ws: WebSocket) -> None:
         server.metrics.errors.labels(exc.code).inc()
         await ws.accept(subprotocol=sub)
         await ws.send_text(json.dumps({"type": "error", "event_id": _id("event_"), "error": {
-            "type": "invalid_request_error", "code": exc.code, "message": exc.message,
+            "type": error_type(exc.code), "code": exc.code, "message": exc.message,
             "param": None, "event_id": None}}))
-        await ws.close(1008)
+        # (as our own socket closes: 1013 for a full server, which clients retry; it was
+        # always 1008, a policy violation)
+        await ws.close(close_code_for(exc.code), exc.message[:120])
         return
     await ws.accept(subprotocol=sub)
     model = ws.query_params.get("model") or server.engine.model_name
