@@ -189,7 +189,11 @@ class WhisperWire:
                               f"all {self.config.max_sessions} sessions are in use")
         langs = self.engine.languages
         if params.language not in (None, "auto") and params.language not in langs:
-            known = (f"it is English-only; a multilingual model (whisperwire serve --model "
+            from faster_whisper.tokenizer import _LANGUAGE_CODES as WHISPER_LANGUAGES
+
+            known = (f"no Whisper model knows it (this one knows {', '.join(langs)})"
+                     if params.language not in WHISPER_LANGUAGES
+                     else f"it is English-only; a multilingual model (whisperwire serve --model "
                      f"base) knows {params.language!r}" if tuple(langs) == ("en",)
                      else f"it knows {', '.join(langs)}")
             raise ClientError("bad_language", f"model {self.engine.model_name} does not know "

@@ -193,6 +193,14 @@ def test_a_wrong_language_is_a_sentence_every_time(live_server):
     assert "English-only" in r.stderr and "--model base" in r.stderr and "auto" not in r.stderr
 
 
+def test_a_code_no_whisper_model_knows_is_not_sent_to_the_multilingual_model(live_server):
+    """'xx' on tiny.en was told that a multilingual model (--model base) knows it; base
+    refuses it too."""
+    r = cli("stream", JFK, "--url", live_server.url, "--speed", "0", "--language", "xx")
+    said_plainly(r, "does not know language 'xx'", "no Whisper model")
+    assert "--model base" not in r.stderr
+
+
 def test_a_second_speaker_under_a_live_id_is_told_why(live_server):
     async def first():
         p = wire.ListenParams(session="taken-cli")
