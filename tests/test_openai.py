@@ -81,14 +81,16 @@ def test_models_and_errors(live_server):
         oa.audio.transcriptions.create(file=("a.wav", wav_bytes(load16k("LJ001-0002.wav"))),
                                        model="whisper-1", response_format="diarized_json")
     assert err.value.body["code"] == "unsupported_response_format"
+    assert err.value.body["param"] == "response_format"  # (it was null, as for the next two)
     with pytest.raises(openai.BadRequestError) as err:
         oa.audio.transcriptions.create(file=("a.wav", wav_bytes(load16k("LJ001-0002.wav"))),
                                        model="whisper-1", language="xx")
-    assert err.value.body["code"] == "bad_language"
+    assert err.value.body["code"] == "bad_language" and err.value.body["param"] == "language"
     with pytest.raises(openai.BadRequestError) as err:  # OpenAI's range is 0 to 1
         oa.audio.transcriptions.create(file=("a.wav", wav_bytes(load16k("LJ001-0002.wav"))),
                                        model="whisper-1", temperature=5)
     assert err.value.body["code"] == "bad_temperature"
+    assert err.value.body["param"] == "temperature"
     # OpenAI requires ``model`` (any name does here); a request without one was answered
     r = httpx.post(f"{live_server.http}/v1/audio/transcriptions",
                    files={"file": ("a.wav", wav_bytes(load16k("LJ001-0002.wav")))})

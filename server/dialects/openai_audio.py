@@ -37,6 +37,11 @@ _STATUS = {"unauthorized": 401, "server_full": 429, "not_ready": 503, "shutting_
            "method_not_allowed": 405}
 _TYPE = {401: "invalid_request_error", 429: "rate_limit_error", 503: "server_error",
          500: "server_error"}
+# the request field an error is about (OpenAI's ``error.param``)
+_PARAM = {"bad_file": "file", "file_too_large": "file", "missing_file": "file",
+          "missing_model": "model", "bad_language": "language", "bad_temperature": "temperature",
+          "unsupported_response_format": "response_format", "bad_prompt": "prompt",
+          "bad_timestamp_granularities": "timestamp_granularities", "unsupported_task": "model"}
 _NAMES = {"en": "english", "zh": "chinese", "de": "german", "es": "spanish", "fr": "french",
           "ja": "japanese", "it": "italian", "pt": "portuguese", "ru": "russian",
           "ko": "korean", "nl": "dutch", "ar": "arabic", "hi": "hindi", "pl": "polish"}
@@ -166,9 +171,7 @@ async def transcribe(server: WhisperWire, request: Request, task: str) -> Respon
         return Response(status_code=499)  # (nobody reads it)
     except ClientError as exc:
         server.metrics.errors.labels(exc.code).inc()
-        param = "file" if exc.code in ("bad_file", "file_too_large", "missing_file") else (
-            "model" if exc.code == "missing_model" else None)
-        return error(exc, param)
+        return error(exc, _PARAM.get(exc.code))
     headers = {"x-request-id": res.session, "x-whisperwire-session": res.session,
                "openai-processing-ms": str(int((time.monotonic() - started) * 1000))}
     return render(res, fmt, grans, task, headers)
