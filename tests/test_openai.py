@@ -133,3 +133,22 @@ def test_another_method_on_a_file_endpoint_is_a_405_in_the_dialects_shape(live_s
     assert r.status_code == 405 and r.headers["allow"] == "POST", r.text
     assert r.json()["err_code"] == "METHOD_NOT_ALLOWED"
     assert httpx.head(f"{live_server.http}/v1/audio/transcriptions").status_code == 405
+
+
+@pytest.mark.timeout(60)
+def test_a_model_is_retrieved_by_id_and_an_unknown_endpoint_answers_in_openais_shape(
+        live_server):
+    """``client.models.retrieve`` (an app checking its model before it starts) got the web
+    page's plain-text 404 "Not Found", as did any other OpenAI path (``/v1/chat/completions``):
+    the SDK then says nothing about why."""
+    oa = client(live_server)
+    (loaded,) = [x.id for x in oa.models.list()]
+    for name in (loaded, "whisper-1", "gpt-4o-transcribe"):
+        m = oa.models.retrieve(name)
+        assert m.id == name and m.object == "model" and m.owned_by == "whisperwire", m
+    with pytest.raises(openai.NotFoundError) as err:
+        oa.models.retrieve("gpt-4o")
+    assert err.value.body["code"] == "model_not_found" and err.value.body["param"] == "model"
+    r = httpx.post(f"{live_server.http}/v1/chat/completions", json={"model": "x"})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_url", r.text
+    assert httpx.get(f"{live_server.http}/").status_code == 200  # (the page is still there)

@@ -39,6 +39,9 @@ def routes(server: WhisperWire) -> list[BaseRoute]:
     async def models(request):  # type: ignore[no-untyped-def]
         return await openai_audio.list_models(server, request)
 
+    async def model(request):  # type: ignore[no-untyped-def]
+        return await openai_audio.retrieve_model(server, request)
+
     async def realtime(ws):  # type: ignore[no-untyped-def]
         await openai_realtime.realtime(server, ws)
 
@@ -63,6 +66,9 @@ def routes(server: WhisperWire) -> list[BaseRoute]:
         Route("/deepgram/v1/listen", dg_not_post, methods=_NOT_POST),
         Route("/v1/audio/transcriptions", openai_not_post, methods=_NOT_POST),
         Route("/v1/audio/translations", openai_not_post, methods=_NOT_POST),
+        Route("/v1/models/{model}", model),
+        # (last: the app's own /v1 routes come before these)
+        Route("/v1/{path:path}", openai_audio.unknown_url, methods=_NOT_POST + ["POST"]),
     ]
 
 

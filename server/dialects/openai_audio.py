@@ -28,13 +28,16 @@ from .common import (ClientGone, FileResult, check_speaker, decode_file, load_me
 if TYPE_CHECKING:
     from ..app import WhisperWire
 
-__all__ = ["list_models", "model_entries", "transcribe"]
+__all__ = ["list_models", "model_entries", "retrieve_model", "transcribe", "unknown_url"]
 
 MAX_FILE_BYTES = 25 << 20  # OpenAI's limit, which its clients expect
 FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
 _STATUS = {"unauthorized": 401, "server_full": 429, "not_ready": 503, "shutting_down": 503,
            "file_too_large": 413, "decode_failed": 500, "forbidden_origin": 403,
-           "method_not_allowed": 405}
+           "method_not_allowed": 405, "model_not_found": 404, "unknown_url": 404}
+# OpenAI's speech-to-text models, served here by the loaded one (a transcription takes any name;
+# these are the ones an app may look up before it starts)
+OPENAI_MODELS = ("whisper-1", "gpt-4o-transcribe", "gpt-4o-mini-transcribe")
 _TYPE = {401: "invalid_request_error", 429: "rate_limit_error", 503: "server_error",
          500: "server_error"}
 # the request field an error is about (OpenAI's ``error.param``)
@@ -63,6 +66,23 @@ def model_entries(engine: Any) -> list[dict[str, Any]]:
 async def list_models(server: WhisperWire, request: Request) -> JSONResponse:
     """``GET /v1/models``."""
     return JSONResponse({"object": "list", "data": model_entries(server.engine)})
+
+
+async def retrieve_model(server: WhisperWire, request: Request) -> JSONResponse:
+    """``GET /v1/models/{model}``: the loaded model by its name, or by one of OpenAI's."""
+    name = request.path_params["model"]
+    if name != server.engine.model_name and name not in OPENAI_MODELS:
+        return error(ClientError("model_not_found", f"the model {name!r} does not exist here; "
+                                 f"{server.engine.model_name} serves "
+                                 f"{', '.join(OPENAI_MODELS)}"), "model")
+    return JSONResponse({**model_entries(server.engine)[0], "id": name})
+
+
+async def unknown_url(request: Request) -> JSONResponse:
+    """Any other path under ``/v1``: OpenAI's error shape, where the web page's static files
+    answered a plain-text 404 that the SDKs report without a reason."""
+    return error(ClientError("unknown_url", f"invalid URL ({request.method} "
+                                            f"{request.url.path}): not served here"))
 
 
 def error_type(code: str) -> str:
