@@ -51,6 +51,10 @@ def test_every_response_format(live_server, sample):
     assert wer(ref, v.text) <= 0.25
     assert v.segments and all(s.start <= s.end for s in v.segments)
     assert normalize(" ".join(s.text for s in v.segments)) == normalize(v.text)
+    # as Whisper's (OpenAI's) segments: each English one starts with its space, so an app that
+    # joins them as faster-whisper's ("".join) gets the text, not words run together
+    assert "".join(s.text for s in v.segments).strip() == v.text
+    assert all(s.text.startswith(" ") for s in v.segments), [s.text for s in v.segments]
     assert v.words and normalize(" ".join(w.word for w in v.words)) == normalize(v.text)
     assert all(a.start <= b.start for a, b in zip(v.words, v.words[1:]))
     # each file was a session: its transcript is downloadable under the returned id

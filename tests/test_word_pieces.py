@@ -52,6 +52,19 @@ def test_openai_verbose_json_words_are_whole():
         round(get_compression_ratio(f.text), 4) for f in FINALS]
 
 
+def test_openai_segments_join_as_whispers_do():
+    """Segments as Whisper's: an English one starts with its space, a Chinese one with none,
+    and a word split across two finals ("t" | "-shirt.") stays whole when they are joined."""
+    zh = [wire.Final(0, "我们走吧。", 0.0, 1.0, words(("我们", 0.0, 0.5), ("走吧。", 0.5, 1.0))),
+          wire.Final(1, "好的。", 1.2, 1.8, words(("好的。", 1.2, 1.8)))]
+    for finals, lang, want in ((PRICE, "en", [" It costs $3.5 for", " a t", "-shirt."]),
+                               (zh, "zh", ["我们走吧。", "好的。"])):
+        res = FileResult("s", finals, lang, 3.0)
+        body = json.loads(render(res, "verbose_json", ["segment"], "transcribe", {}).body)
+        assert [x["text"] for x in body["segments"]] == want
+        assert "".join(x["text"] for x in body["segments"]).strip() == body["text"]
+
+
 def test_deepgram_words_are_whole_and_hold_no_space():
     all_words = [w for f in FINALS for w in f.words]
     plain = alternative(all_words, "", punctuate=False)

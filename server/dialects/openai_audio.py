@@ -21,7 +21,7 @@ from starlette.types import Message
 
 from .. import subtitles, wire
 from ..errors import ClientError, retry_after
-from ..text import append_piece, glued, whole_words
+from ..text import append_piece, glued, is_unspaced, whole_words
 from .common import (ClientGone, FileResult, check_speaker, decode_file, load_media,
                      speaker_token, while_awaited)
 
@@ -282,7 +282,8 @@ def render(res: FileResult, fmt: str, grans: list[str], task: str,
     body = {"task": task, "language": _NAMES.get(res.language, res.language),
             "duration": round(res.seconds, 3), "text": res.text}
     if "segment" in grans:
-        body["segments"] = [_segment(i, f) for i, f in enumerate(res.finals)]
+        body["segments"] = [_segment(i, f, t) for i, (f, t) in
+                            enumerate(zip(res.finals, _pieces(res.finals)))]
     if "word" in grans and task == "transcribe":
         body["words"] = [{"word": w.word.strip(), "start": round(w.start, 3),
                           "end": round(w.end, 3)}
@@ -292,7 +293,20 @@ def render(res: FileResult, fmt: str, grans: list[str], task: str,
     return JSONResponse(body, headers=headers)
 
 
-def _segment(i: int, f: wire.Final) -> dict[str, Any]:
+def _pieces(finals: list[wire.Final]) -> list[str]:
+    """Each final's text as Whisper writes a segment's: with the space before it where the
+    joined text has one (the first too, before a spaced script's word), so that the segments
+    joined as they are give the text."""
+    out, text = [], ""
+    for f in finals:
+        piece = append_piece(text, f.text, glued(f.words))[len(text):]
+        text += piece
+        lead = not out and piece and not is_unspaced(piece[0])
+        out.append(" " + piece if lead else piece)
+    return out
+
+
+def _segment(i: int, f: wire.Final, text: str) -> dict[str, Any]:
     """One final as a ``verbose_json`` segment: ``avg_logprob`` from its words' probabilities,
     ``compression_ratio`` of its text as Whisper computes it (what hallucination filters read);
     ``no_speech_prob`` 0.0, since a final is speech the server kept."""
@@ -302,7 +316,7 @@ def _segment(i: int, f: wire.Final) -> dict[str, Any]:
 
     lp = [math.log(max(w.probability, 1e-6)) for w in f.words]
     return {"id": i, "seek": 0, "start": round(f.start, 3), "end": round(f.end, 3),
-            "text": f.text, "tokens": [], "temperature": 0.0,
+            "text": text, "tokens": [], "temperature": 0.0,
             "avg_logprob": round(sum(lp) / len(lp), 4) if lp else 0.0,
             "compression_ratio": round(get_compression_ratio(f.text.strip()), 4)
             if f.text.strip() else 0.0, "no_speech_prob": 0.0}
