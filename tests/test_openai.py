@@ -156,3 +156,24 @@ def test_a_model_is_retrieved_by_id_and_an_unknown_endpoint_answers_in_openais_s
     r = httpx.post(f"{live_server.http}/v1/chat/completions", json={"model": "x"})
     assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_url", r.text
     assert httpx.get(f"{live_server.http}/").status_code == 200  # (the page is still there)
+
+
+@pytest.mark.timeout(60)
+def test_models_want_a_speak_token_where_the_server_has_tokens(live_server):
+    """OpenAI answers a wrong key on /v1/models with 401; here any key listed the models, so
+    an app checking its key at start-up was told it was good."""
+    from conftest import LiveServer
+    from whisperwire.server.app import ServerConfig
+    from whisperwire.server.auth import AuthConfig
+
+    cfg = ServerConfig(auth=AuthConfig(("sekret",), ("viewer",)))
+    with LiveServer(cfg, live_server.app.state.engine) as srv:
+        for key in ("wrong", "viewer"):
+            with pytest.raises(openai.AuthenticationError):
+                openai.OpenAI(base_url=f"{srv.http}/v1", api_key=key, max_retries=0
+                              ).models.list()
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(base_url=f"{srv.http}/v1", api_key="wrong", max_retries=0
+                          ).models.retrieve("whisper-1")
+        good = openai.OpenAI(base_url=f"{srv.http}/v1", api_key="sekret", max_retries=0)
+        assert [m.id for m in good.models.list()] and good.models.retrieve("whisper-1").id
