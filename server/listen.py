@@ -481,10 +481,23 @@ class ListenConnection:
 
     def take_text(self, text: str) -> bool:
         """A control message; True when it ends the stream. Raises ClientError."""
-        if isinstance(wire.decode(text, allowed=wire.CLIENT_MESSAGES), wire.Close):
+        m = wire.decode(text, allowed=wire.CLIENT_MESSAGES)
+        if isinstance(m, wire.Close):
             return True
+        if isinstance(m, wire.Said):
+            self._said(m.seconds)
+            return False
         self.finalize()
         return False
+
+    def _said(self, seconds: float) -> None:
+        """``said``: only before the stream's first audio (a stream this connection goes on
+        with, back within the grace, has its own context), and at most ``MAX_SAID_S``."""
+        if self.session.samples_in or self.taken_s:
+            raise ClientError("bad_message", "'said' comes before the stream's first audio")
+        if not 0.0 <= seconds <= wire.MAX_SAID_S:
+            raise ClientError("bad_message", f"'said' is 0 to {wire.MAX_SAID_S:g} seconds")
+        self.session.said(seconds)
 
     def feed(self, x: Any) -> None:
         """Samples at the declared rate into the session (and its VAD), ``FEED_SLICE_S`` at a

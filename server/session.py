@@ -81,6 +81,7 @@ class StreamSession:
         self._utts: deque[Run] = deque()
         self._events: list[Message] = []
         self._last_word_end = 0.0  # where the last final's last word ends (utterance_end)
+        self._said = 0.0  # the stream's first seconds, made final before it began (:meth:`said`)
         self._ids = itertools.count(1)
         self._in_flight: _InFlight | None = None
         self._partial = ""
@@ -736,6 +737,21 @@ class StreamSession:
         out, self._events = self._events, []
         return out
 
+    def said(self, seconds: float) -> None:
+        """The stream's first ``seconds`` were made final before it began: a speaker back on
+        a server that lost its stream (restarted; a Ray replica gone) sends them again as
+        context, so that the word after them is heard whole. Their words are decoded and
+        kept as context, never said again: a word is said if its middle lies after them."""
+        self._said = self._last_word_end = max(0.0, seconds)
+
+    @property
+    def said_seconds(self) -> float:
+        return self._said
+
+    def _unsaid(self, words: list[Word]) -> list[Word]:
+        return [w for w in words if (w.start + w.end) / 2 >= self._said] if self._said \
+            else words
+
     def _emit_final(self, words: list[Word], eou: bool) -> None:
         if not words:
             return
@@ -743,11 +759,15 @@ class StreamSession:
             words = self._spans.clamp(words)
             self._spans.forget_before(words[0].start - 1.0)
         text = join_words(words)  # (Whisper's, for later decodes' context)
-        shown = cjk_marks(words, self._committed_text)
-        self._events.append(Final(self.segment, join_words(shown), words[0].start,
-                                  words[-1].end, tuple(shown), eou))
-        self._last_word_end = words[-1].end
-        self.segment += 1
+        new = self._unsaid(words)
+        if new:
+            shown = cjk_marks(new, self._committed_text)
+            self._events.append(Final(self.segment, join_words(shown), new[0].start,
+                                      new[-1].end, tuple(shown), eou))
+            self._last_word_end = new[-1].end
+            self.segment += 1
+        elif eou:  # (an utterance of words said before: its end is still said)
+            self._events.append(UtteranceEnd(self._last_word_end))
         self._partial = ""
         self._committed_text = join_texts([self._committed_text, text])[-4 * self.opt.prompt_chars :]
 
@@ -775,7 +795,7 @@ class StreamSession:
             self._committed_text += "."
 
     def _update_partial(self, u: Run) -> None:
-        pending = u.buffer.pending
+        pending = self._unsaid(u.buffer.pending)
         text = join_words(cjk_marks(pending, self._committed_text))
         if text == self._partial:
             return

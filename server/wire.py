@@ -33,6 +33,7 @@ __all__ = [
     "ListenParams",
     "Partial",
     "Ready",
+    "Said",
     "Status",
     "UtteranceEnd",
     "Word",
@@ -142,6 +143,20 @@ class Close(_Message):
 
 
 @dataclass(frozen=True)
+class Said(_Message):
+    """Client → server, before a stream's first audio: its first ``seconds`` were made final
+    already (a speaker back on a server that restarted sends them again so that the word
+    after them is heard whole); they are decoded as context, and no word in them is said
+    again. At most ``MAX_SAID_S``."""
+
+    type: ClassVar[str] = "said"
+    seconds: float
+
+
+MAX_SAID_S = 5.0
+
+
+@dataclass(frozen=True)
 class Ready(_Message):
     """First message to a speaker. ``view_token`` (only when auth is on) lets viewers, the
     overlay and downloads see this session's channel, and nothing else."""
@@ -242,13 +257,13 @@ class Channel(_Message):
     instance: str
 
 
-Message = (Finalize | Close | Ready | Partial | Final | UtteranceEnd | Error | Status | Language
+Message = (Finalize | Close | Said | Ready | Partial | Final | UtteranceEnd | Error | Status | Language
            | Closed | Channel)
 _BY_TYPE: dict[str, type] = {
-    c.type: c for c in (Finalize, Close, Ready, Partial, Final, UtteranceEnd, Error, Status,
+    c.type: c for c in (Finalize, Close, Said, Ready, Partial, Final, UtteranceEnd, Error, Status,
                         Language, Closed, Channel)
 }
-CLIENT_MESSAGES = ("finalize", "close")
+CLIENT_MESSAGES = ("finalize", "close", "said")
 
 
 def encode(msg: Message) -> str:

@@ -394,13 +394,15 @@ def test_bad_frames_get_errors_and_the_session_goes_on(live_server):
             await ws.send(b"\x01\x02\x03")  # odd length for s16
             await ws.send("{not json")
             await ws.send(json.dumps({"type": "dance"}))
+            await ws.send(json.dumps({"type": "said", "seconds": 60}))  # more than 5 s
             await ws.send(s16(audio))
+            await ws.send(json.dumps({"type": "said", "seconds": 1}))  # after audio
             await ws.send(json.dumps({"type": "close"}))
             return [wire.decode(raw) async for raw in ws]
 
     msgs = run(go())
     codes = [m.code for m in msgs if isinstance(m, wire.Error)]
-    assert codes == ["bad_audio", "bad_json", "unknown_type"]
+    assert codes == ["bad_audio", "bad_json", "unknown_type", "bad_message", "bad_message"]
     text = " ".join(m.text for m in msgs if isinstance(m, wire.Final))
     assert wer(references()["jfk.wav"], text) <= JFK_BOUND
 

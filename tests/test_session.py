@@ -134,6 +134,30 @@ def test_all_words_become_finals_in_order(pause_every):
     assert len(f) > (30 // pause_every if pause_every else 1)
 
 
+@pytest.mark.parametrize("said", [2.3, 3.2])
+def test_words_said_before_the_stream_began_are_context_never_said_again(said):
+    """A speaker back on a restarted server sends the last second before its last final again
+    (``said``): words whose middle lies in it are decoded, never said; the first word after
+    it, and every one after, is. 3.2 s covers a whole utterance (pauses every 3 words)."""
+    audio, truth = make_stream(12, pause_every=3)
+    s = StreamSession(StreamOptions(), energy_vad())
+    s.said(said)
+    ev = drive(s, ScriptedDecoder(truth), audio)
+    words = " ".join(x.text for x in finals(ev)).split()
+    assert words == [w for w, a, b in truth if (a + b) / 2 >= said]
+    partial_words = [w for e in ev if isinstance(e, Partial) for w in e.text.split()]
+    assert not {w.rstrip("~") for w in partial_words} & {w for w, a, b in truth
+                                                          if (a + b) / 2 < said}
+    assert [x.segment for x in finals(ev)] == list(range(len(finals(ev))))
+    # every utterance still ends, by its last final's eou or an utterance_end, as without
+    def ends(events):  # type: ignore[no-untyped-def]
+        return sum(x.eou for x in finals(events)) + sum(isinstance(e, UtteranceEnd)
+                                                        for e in events)
+
+    plain = drive(StreamSession(StreamOptions(), energy_vad()), ScriptedDecoder(truth), audio)
+    assert ends(ev) == ends(plain)
+
+
 def test_partials_come_before_their_finals_and_finals_never_repeat():
     audio, truth = make_stream(20)
     s = StreamSession(StreamOptions(), energy_vad())

@@ -77,7 +77,7 @@ def test_server_message_types_and_fields_match(js):
 
 
 def test_client_messages_match(js):
-    sent = js("[w.finalize(), w.close()]")
+    sent = js("[w.finalize(), w.close(), w.said(1.25)]")
     assert sorted(json.loads(s)["type"] for s in sent) == sorted(wire.CLIENT_MESSAGES)
     for s in sent:  # the server takes what the page sends
         assert wire.decode(s, allowed=wire.CLIENT_MESSAGES).type == json.loads(s)["type"]

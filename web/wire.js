@@ -12,6 +12,8 @@ export const transcriptPath = (session, fmt) =>
 // Client -> server control messages (binary frames carry PCM).
 export const finalize = () => JSON.stringify({ type: "finalize" });
 export const close = () => JSON.stringify({ type: "close" });
+// before a stream's first audio: its first `seconds` were made final already (server/wire.py)
+export const said = (seconds) => JSON.stringify({ type: "said", seconds });
 
 // Server -> client message types and their fields; "name?" is a field that may be left out.
 export const SERVER_TYPES = {
