@@ -18,6 +18,13 @@ from whisperwire.server.hub import on_channel_clock
 
 __all__ = ["Channel", "Rejoin"]
 
+# A restarted server hears the audio after the last final again with this much before it, as
+# context only (``said``): started at the final's end, its first words came clipped or not at
+# all ("just north | to mine" for "just north of Des Moines"; a restart replayed at six places
+# in real/en-01 lost words at five seams, and at none with the lead: WER 7.86 -> 7.17 %, no
+# word said twice)
+LEAD_S = 1.0
+
 
 @dataclass(frozen=True)
 class Channel:
@@ -39,6 +46,7 @@ class Rejoin:
     last_end: float | None = None  # the end of the last final shown
     seen: int = -1  # the last final segment shown (segments count per channel)
     instance: str | None = None  # the channel's life, once read
+    said: float = 0.0  # the connection's first seconds, final already (sent as ``said``)
 
     def place(self, m: wire.Message, offset: float | None = None) -> wire.Message:
         """A message of this connection (or, with ``offset``, of the channel) on the clock."""
@@ -58,10 +66,15 @@ class Rejoin:
         sent, and says how much there was. Returns the finals the server made of the dropped
         connection's last audio, which that connection never delivered, on the clock."""
         out: list[wire.Final] = []
+        self.said = 0.0
         if again and self._new_channel(ch):
-            # the server lost what it had not made final: all after the last final shown
+            # the server lost what it had not made final: all after the last final shown,
+            # and (as context, within the dropped connection) a little before it
             resume = self.offset if self.last_end is None else max(self.offset, self.last_end)
-            resent = say_again(self.offset + sent_on_old - resume)
+            unheard = self.offset + sent_on_old - resume
+            lead = min(LEAD_S, resume - self.offset) if self.last_end is not None else 0.0
+            resent = say_again(unheard + lead)
+            self.said = max(0.0, resent - unheard)
             self.restarts, self.seen = self.offset + sent_on_old - resent, -1
         elif again:
             # what was in flight when it dropped: sent, never heard

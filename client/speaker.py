@@ -324,6 +324,8 @@ class _Speaker:
 
         await ready.wait()
         try:
+            if self.clock.said:  # (a restarted server: the audio said again begins with it)
+                await ws.send(json.dumps({"type": "said", "seconds": round(self.clock.said, 3)}))
             while True:
                 self.more.clear()
                 piece = self.held.take()

@@ -100,6 +100,10 @@ def test_a_restarted_server_gets_again_what_the_old_one_had_not_made_final(live_
             proxy.mend(int(restarted.url.rsplit(":", 1)[1]))
             wait_for(lambda: restarted.app.state.hub.get("restart") is not None, 60,
                      "the page on the restarted server", page=page)
+            # the page sent a second before its last final again, as context ('said')
+            wait_for(lambda: any(c.session.said_seconds >= 0.5
+                                 for c in restarted.app.state.server.live), 30,
+                     "a stream that begins with audio said before", page=page)
             finals = lambda: page.inner_text("[data-testid=finals]")  # noqa: E731
             wait_for(lambda: normalize(finals()).count("country") >= 2, 60,
                      "the end of the speech", page=page)

@@ -61,22 +61,31 @@ def test_a_drop_sends_again_what_was_in_flight_and_shows_what_was_made_of_it():
 def test_a_restarted_server_gets_all_after_the_last_final_and_its_clock_goes_on():
     r = started(final(0, 6.0, 8.0))
     # 10 s sent; the new server's channel is empty: the 2 s after the last final go again,
-    # and its clock's 0 is where they begin on ours
+    # after 1 s before it, said to be final already (context for the word after it), and its
+    # clock's 0 is where they begin on ours
     buf = Buffer(5.0)
     assert r.joined(Channel([], 0.0, "b"), True, 10.0, buf) == []
-    assert buf.asked == [2.0]
-    assert (r.restarts, r.offset, r.seen, r.instance) == (8.0, 8.0, -1, "b")
-    assert r.place(final(0, 0.5, 1.0)).start == 8.5
-    # ... with only 1.5 s still held, its clock begins where those begin
+    assert buf.asked == [3.0] and r.said == 1.0
+    assert (r.restarts, r.offset, r.seen, r.instance) == (7.0, 7.0, -1, "b")
+    assert r.place(final(0, 1.5, 2.0)).start == 8.5
+    # ... with only 1.5 s still held, its clock begins where those begin, none of it said
     r = started(final(0, 6.0, 8.0))
     r.joined(Channel([], 0.0, "b"), True, 10.0, Buffer(1.5))
-    assert r.offset == 8.5
+    assert r.offset == 8.5 and r.said == 0.0
     # a drop on that new channel later: in flight on its clock, finals shown on ours
     buf = Buffer(5.0)
     shown = r.joined(Channel([final(0, 0.5, 1.0)], 3.0, "b"), True, 3.2, buf)
     assert buf.asked == [pytest.approx(0.2)]
     assert [(f.segment, f.start) for f in shown] == [(0, 9.0)]
     assert r.offset == 11.5
+    assert r.said == 0.0  # (the same channel: the server still has its stream)
+    # the lead stays within the dropped connection, and comes only after a final
+    r = started(final(0, 0.0, 0.4))
+    r.joined(Channel([], 0.0, "b"), True, 10.0, Buffer(20.0))
+    assert (r.said, r.offset) == (pytest.approx(0.4), 0.0)
+    r = started()
+    r.joined(Channel([], 0.0, "b"), True, 10.0, Buffer(20.0))
+    assert (r.said, r.offset) == (0.0, 0.0)
 
 
 def test_without_an_instance_a_new_channel_is_told_by_its_finals():

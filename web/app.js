@@ -38,8 +38,12 @@ const state = {
   // audio sent lately (to say again what a drop lost), how much of it on this connection,
   // where this connection began on the channel's clock, and its last final's end (own clock)
   sent: [], sentBytes: 0, sentOnConn: 0, connOffset: null, lastEnd: null,
+  said: 0,  // seconds at the start of the held audio that were made final already
 };
 const BYTES_PER_S = 16000 * 2;
+// a restarted server hears the audio after the last final with this much before it, as context
+// (`said`, as client/rejoin.py's LEAD_S): started at the final's end, its first word came clipped
+const LEAD_S = 1.0;
 
 function setStatus(text, cls) { const s = $("status"); s.textContent = text; s.className = `status ${cls}`; }
 function say(text) { $("message").textContent = text; }
@@ -166,6 +170,7 @@ function onSpeakerMessage(m, ws, started) {
 async function catchUp(session, again) {
   const ws = state.live;
   state.caught = [];
+  state.said = 0;
   let tr = null;
   try {
     const t = state.viewToken || token;
@@ -184,8 +189,13 @@ async function catchUp(session, again) {
     // what was in flight when it dropped: sent, never heard
     if (state.connOffset !== null) sayAgain(sentOld - (tr.offset - state.connOffset));
   } else if (again) {
-    // a restarted server lost what it had not made final: all after the last final shown
-    if (tr && state.instance) sayAgain(sentOld - (state.lastEnd ?? 0));
+    // a restarted server lost what it had not made final: all after the last final shown,
+    // and a second before it (within the dropped connection) as context, said to be final
+    if (tr && state.instance) {
+      const unheard = sentOld - (state.lastEnd ?? 0);
+      const lead = state.lastEnd === null ? 0 : Math.min(LEAD_S, state.lastEnd);
+      state.said = Math.max(0, sayAgain(unheard + lead) - unheard);
+    }
     state.segments = new Segments();
     if (tr && tr.finals.length) state.segments.last = tr.finals[tr.finals.length - 1].segment;
   } else {
@@ -228,7 +238,7 @@ function appendChannelFinals(tr) {
   });
 }
 
-/** The last `seconds` of audio sent, put back in front of the held audio. */
+/** The last `seconds` of audio sent, put back in front of the held audio; how much there was. */
 function sayAgain(seconds) {
   let n = Math.max(0, Math.floor(seconds * BYTES_PER_S / 2) * 2);
   const back = [];
@@ -244,7 +254,9 @@ function sayAgain(seconds) {
     n -= c.byteLength;
   }
   state.held = back.concat(state.held);
-  state.heldBytes += back.reduce((a, c) => a + c.byteLength, 0);
+  const bytes = back.reduce((a, c) => a + c.byteLength, 0);
+  state.heldBytes += bytes;
+  return bytes / BYTES_PER_S;
 }
 
 function connectSpeaker() {
@@ -318,6 +330,7 @@ async function start() {
 function sendAudio(pcm) {
   const ws = state.link && state.link.socket();
   if (ws && ws === state.live && ws.readyState === WebSocket.OPEN && !state.caught) {
+    if (state.said) { ws.send(wire.said(Number(state.said.toFixed(3)))); state.said = 0; }
     for (const chunk of state.held) send(ws, chunk);
     state.held = []; state.heldBytes = 0;
     if (pcm) send(ws, pcm);
@@ -325,7 +338,11 @@ function sendAudio(pcm) {
   }
   if (!pcm) return;
   state.held.push(pcm); state.heldBytes += pcm.byteLength;
-  while (state.heldBytes > HELD_MAX_BYTES) state.heldBytes -= state.held.shift().byteLength;
+  while (state.heldBytes > HELD_MAX_BYTES) {
+    const gone = state.held.shift().byteLength;
+    state.heldBytes -= gone;
+    state.said = Math.max(0, state.said - gone / BYTES_PER_S);  // (its context went first)
+  }
 }
 
 function send(ws, chunk) {
