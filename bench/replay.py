@@ -65,15 +65,19 @@ COSTS = {"fast": modelled_cost, "slow": slow_cpu_cost}
 def replay(engine: Engine, audio: np.ndarray, mode: str = "realtime",
            stream: StreamOptions | None = None, vad: VadOptions | None = None,
            language: str | None = None, speed: float = 1.0,
-           cost: Callable[[DecodeRequest], float] | None = None, busy: bool = False) -> Replay:
+           cost: Callable[[DecodeRequest], float] | None = None, busy: bool = False,
+           lost_at: float | None = None, said: float = 0.0) -> Replay:
     """Stream ``audio`` (16 kHz float32) through a session; ``speed`` scales the virtual clock
     in realtime mode (2.0: the speaker talks twice as fast as real time). ``cost`` charges each
     decode a modelled time instead of its measured one (see :func:`modelled_cost`), so that a
     policy compares with itself on a busy machine. ``busy``: every decode asked for as if the
-    engine were saturated (the finals a stream gets under load)."""
+    engine were saturated (the finals a stream gets under load). ``lost_at``: the server is
+    lost at that virtual second (realtime): the finals that went out before it, no flush.
+    ``said``: the stream's first seconds were made final before (``StreamSession.said``)."""
     vo = vad or VadOptions()
     s = StreamSession(stream or StreamOptions(), VadSegmenter(vo, webrtc_classifier(vo.aggressiveness)),
                       language=language)
+    s.said(said)
     out = Replay()
     fed = 0
     clock = 0.0  # virtual seconds since the first sample
@@ -93,12 +97,14 @@ def replay(engine: Engine, audio: np.ndarray, mode: str = "realtime",
             fed += n
         collect()  # (an early end decode's words become final when the VAD confirms it)
 
-    def drain() -> None:
+    def drain() -> bool:
         nonlocal clock
         while (req := s.next_decode(busy=busy)) is not None:
             t0 = time.perf_counter()
             res = engine.decode_batch([req])[0]
             clock += cost(req) if cost is not None else time.perf_counter() - t0
+            if lost_at is not None and clock >= lost_at:
+                return False  # (the server was lost before this decode's answer went out)
             out.decodes += 1
             out.decoded_audio_s += req.duration
             # the speaker talked on while it decoded: that audio is in before the result, as
@@ -106,11 +112,15 @@ def replay(engine: Engine, audio: np.ndarray, mode: str = "realtime",
             feed_until(clock)
             s.decoded(req.id, res)
             collect()
+        return True
 
     while fed < len(audio):
         clock = max(clock, (fed + CHUNK) / 16000 / speed) if mode != "flat" else clock
+        if lost_at is not None and clock >= lost_at:
+            return out
         feed_until(clock)
-        drain()
+        if not drain():
+            return out
     s.finish()
     collect()
     drain()

@@ -96,6 +96,29 @@ def test_replay_sweep_scores_each_offset(tmp_path):
     assert replay.vad_options(["hangover_ms=300", "step_ms=750"]).hangover_ms == 300
 
 
+def test_seams_bench_loses_a_server_and_comes_back_with_the_lead_as_context():
+    """``python -m bench.seams``: jfk's server lost 7 s in, the rest replayed from the last
+    final's end, with and without the second before it (``said``): no word twice either way,
+    and the words of that second are not said again."""
+    from bench import seams
+    from bench.accuracy import Item
+    from bench.replay import modelled_cost, replay
+    from conftest import load16k, references
+    from whisperwire.server.engine import Engine, EngineOptions
+
+    engine = Engine(EngineOptions(cpu_threads=1))
+    engine.load()
+    item = Item("jfk", load16k("jfk.wav"), references()["jfk.wav"])
+    before = replay(engine, item.audio, cost=modelled_cost, lost_at=7.0).finals
+    assert before and before[-1].end < 7.0  # (what went out before the loss)
+    runs = {lead: seams.seams(engine, item, [7.0], lead) for lead in (0.0, 1.0)}
+    for lead, (r,) in runs.items():
+        assert r["repeats"] == 0 and r["wer"] < 25, (lead, r)
+        assert r["last_final_end"] == round(before[-1].end, 2)
+    o = {"files": {"jfk": {str(k): v for k, v in runs.items()}}, "whole": {"jfk": 0.0}}
+    assert "| 1.0 |" in seams.markdown("t", o)
+
+
 def test_mixed_capacity_corpus_is_four_different_recordings():
     """``--mix``: the capacity target speaks of four 1-minute files; streams of copies of one
     recording batch better than strangers (one prompt length, windows due together)."""

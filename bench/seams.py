@@ -1,0 +1,93 @@
+"""A server lost mid-stream, and its speaker back on a restarted one: what the seam costs.
+
+For each recording and each place, in process (:func:`bench.replay.replay` on the modelled
+clock): the lost server heard the audio up to that moment, and the client kept the finals that
+went out before it; the restarted server hears the rest from the last final's end, with
+``--leads`` seconds before it sent again as context (``said``) or none. Per place it writes the
+joined finals' WER, adjacent repeats the reference does not have, and the words on each side of
+the seam; per lead, the mean WER over places. The uninterrupted replay is the yardstick.
+
+    python -m bench.seams --only en-01 --places 6 --name seams-en01     # ~8 min per file
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from .replay import modelled_cost, replay
+
+RATE = 16000
+
+
+def seams(engine, item, places: list[float], lead: float) -> list[dict]:  # type: ignore[no-untyped-def]
+    from .accuracy import errors, score_units
+
+    ref = score_units(item.reference, item.language)
+    out = []
+    for at in places:
+        before = replay(engine, item.audio, language=item.language, cost=modelled_cost,
+                        lost_at=at).finals
+        last = before[-1].end if before else 0.0
+        start = max(0.0, last - lead)
+        after = replay(engine, item.audio[int(start * RATE):], language=item.language,
+                       cost=modelled_cost, said=last - start).finals
+        a, b = " ".join(f.text for f in before), " ".join(f.text for f in after)
+        e = errors(ref, score_units(f"{a} {b}", item.language))
+        out.append({"lost_at": at, "last_final_end": round(last, 2),
+                    "wer": round(100 * e["wer"], 2), "repeats": e["repeats"],
+                    "seam": f"…{a[-40:]} | {b[:40]}…"})
+        print(f"{item.name} lead {lead} s, lost at {at} s: WER {out[-1]['wer']} %, "
+              f"seam {out[-1]['seam']}", flush=True)
+    return out
+
+
+def markdown(name: str, o: dict) -> str:
+    lines = [f"# {name}", "", "A server lost at each place (replay on the modelled clock), its "
+             "speaker back on a restarted one from its last final's end, with the lead before "
+             "it sent again as context (`said`); WER % of all finals joined.", ""]
+    for f, by_lead in o["files"].items():
+        lines += [f"## {f}", "", f"Uninterrupted: {o['whole'][f]:.2f} %.", "",
+                  "| lead s | mean WER % | repeats | seams |", "|---|---|---|---|"]
+        for lead, runs in by_lead.items():
+            seam_list = "<br>".join(f"{r['lost_at']} s: {r['seam']}" for r in runs)
+            lines.append(f"| {lead} | {np.mean([r['wer'] for r in runs]):.2f} | "
+                         f"{sum(r['repeats'] for r in runs)} | {seam_list} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from whisperwire.server.engine import Engine, EngineOptions
+
+    from .accuracy import RESULTS, errors, items, score_units
+    from .harness import save_results
+
+    p = argparse.ArgumentParser(prog="python -m bench.seams", description=__doc__.split("\n")[0])
+    p.add_argument("--name", default="seams")
+    p.add_argument("--only", default="en-01", help="comma-separated parts of file names")
+    p.add_argument("--places", type=int, default=6, help="evenly spread over each file")
+    p.add_argument("--leads", default="0,1", help="seconds sent again before the last final")
+    p.add_argument("--out", type=Path, default=RESULTS)
+    a = p.parse_args(argv)
+    engine = Engine(EngineOptions(cpu_threads=1))
+    engine.load()
+    only = [x for x in a.only.split(",") if x]
+    chosen = [it for it in items(multilingual=False) if any(x in it.name for x in only)]
+    o: dict = {"files": {}, "whole": {}}
+    for it in chosen:
+        seconds = len(it.audio) / RATE
+        places = [round(seconds * (k + 1) / (a.places + 1), 1) for k in range(a.places)]
+        whole = replay(engine, it.audio, language=it.language, cost=modelled_cost)
+        ref = score_units(it.reference, it.language)
+        o["whole"][it.name] = 100 * errors(ref, score_units(whole.text, it.language))["wer"]
+        o["files"][it.name] = {lead: seams(engine, it, places, float(lead))
+                               for lead in a.leads.split(",")}
+    save_results(a.out, a.name, o, markdown(a.name, o))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
