@@ -85,10 +85,17 @@ def load_token_file(path: str | Path) -> AuthConfig:
     """Lines ``speak TOKEN``, ``view TOKEN`` or a bare ``TOKEN`` (speak). A line whose first
     non-blank character is ``#`` is a comment; elsewhere ``#`` is part of a token. Raises
     ValueError naming the line for anything else (a bare ``view``, say, is a mistake, never a
-    token spelled "view")."""
+    token spelled "view"), and for a file that cannot be read or holds no token: an operator
+    who names a token file means auth to be on."""
     speak: list[str] = []
     view: list[str] = []
-    for n, raw in enumerate(Path(path).read_text().splitlines(), 1):
+    try:  # (utf-8-sig: an editor's byte-order mark is no part of the first token)
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise ValueError(f"--token-file {path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise ValueError(f"--token-file {path}: {(exc.strerror or str(exc)).lower()}") from None
+    for n, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
@@ -103,4 +110,6 @@ def load_token_file(path: str | Path) -> AuthConfig:
             speak.append(parts[0])
         else:
             raise ValueError(f"{where}: expected 'speak TOKEN', 'view TOKEN' or 'TOKEN'")
+    if not speak and not view:  # (auth would be off: every token, and none, let in)
+        raise ValueError(f"token file {path} holds no token (only blank lines and comments)")
     return AuthConfig(tuple(speak), tuple(view))

@@ -73,7 +73,11 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"whisperwire: {exc}", file=sys.stderr)
         return 2
     config = _config(args, auth)
-    tls = {"ssl_certfile": args.tls_cert, "ssl_keyfile": args.tls_key} if args.tls_cert else {}
+    try:
+        tls = _tls(args.tls_cert, args.tls_key)
+    except ValueError as exc:
+        print(f"whisperwire: {exc}", file=sys.stderr)
+        return 2
     engine = _load_engine(args, config)
     if isinstance(engine, str):
         print(engine, file=sys.stderr)
@@ -92,6 +96,29 @@ def _serve(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # uvicorn raises Ctrl-C again once it has shut down gracefully
         pass
     return 0
+
+
+def _tls(cert: str | None, key: str | None) -> dict[str, str]:
+    """uvicorn's TLS options, the files tried first: half a pair served plain HTTP without a
+    word, and files that make no pair ended in a traceback once the model had loaded."""
+    import ssl
+
+    if not cert:
+        if key:
+            raise ValueError("--tls-key needs --tls-cert (the certificate to serve with it)")
+        return {}
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
+    except FileNotFoundError as exc:
+        raise ValueError(f"--tls-cert/--tls-key: no such file {exc.filename or cert}") from None
+    except (ssl.SSLError, OSError) as exc:
+        why = ("the certificate and the key do not match" if "KEY_VALUES_MISMATCH" in str(exc)
+               else f"--tls-cert {cert} is no PEM certificate with its private key, and no "
+               "--tls-key names one" if not key else
+               f"--tls-cert {cert} and --tls-key {key} are no PEM certificate and its "
+               "unencrypted private key")
+        raise ValueError(f"--tls-cert/--tls-key: {why} ({exc})") from None
+    return {"ssl_certfile": cert, **({"ssl_keyfile": key} if key else {})}
 
 
 def _config(args: argparse.Namespace, auth):  # type: ignore[no-untyped-def]
@@ -194,6 +221,40 @@ def _stream_speed(text: str) -> float:
     return x
 
 
+def _seconds(text: str) -> float:
+    """A length of time, 0 or more (what 0 means, each flag's help says)."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(x) or x < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
+    return x
+
+
+def _longer_than_0(text: str) -> float:
+    """A length of time that is more than 0: a limit of 0 closed every session at once."""
+    x = _seconds(text)
+    if x == 0:
+        raise argparse.ArgumentTypeError("must be more than 0")
+    return x
+
+
+def _at_least_1(text: str) -> int:
+    n = _count(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return n
+
+
+def _port(text: str) -> int:
+    """0 (any free port) to 65535: 70000 was bound as port 4464 and logged as 70000."""
+    n = _count(text)
+    if n > 65535:
+        raise argparse.ArgumentTypeError(f"must be 0 to 65535, not {n}")
+    return n
+
+
 def _count(text: str) -> int:
     """A whole number, 0 or more (0 turns a rule off; a negative one would fire it always)."""
     try:
@@ -209,8 +270,9 @@ def _serve_parser(sub) -> None:  # type: ignore[no-untyped-def]
     s = sub.add_parser("serve", help="run the captioning server",
                        description="Run the captioning server.", formatter_class=_Help)
     s.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    s.add_argument("--port", type=int, default=8765, help="port to listen on")
-    s.add_argument("--log-level", default="info", help="debug | info | warning | error")
+    s.add_argument("--port", type=_port, default=8765, help="port to listen on")
+    s.add_argument("--log-level", default="info",
+                   choices=("critical", "error", "warning", "info", "debug", "trace"))
     _model_flags(s.add_argument_group("model and device"))
     _policy_flags(s.add_argument_group("streaming policy"))
     _access_flags(s.add_argument_group("access and limits"))
@@ -232,13 +294,13 @@ def _model_flags(g) -> None:  # type: ignore[no-untyped-def]
     g.add_argument("--compute-type", default="auto",
                    help="auto (int8 on CPU, float16 on GPU) | int8 | int8_float16 | float16 | "
                         "bfloat16 | float32")
-    g.add_argument("--cpu-threads", type=int, default=0,
+    g.add_argument("--cpu-threads", type=_count, default=0,
                    help="decoder threads per decode worker (0: the cores shared out)")
-    g.add_argument("--decode-workers", type=int, default=0,
+    g.add_argument("--decode-workers", type=_count, default=0,
                    help="batches decoded at once on the one model (0: on CPU one per core, "
                         "up to 4, the cores divided among them; four on a GPU; one per device "
                         "process under --devices)")
-    g.add_argument("--max-batch", type=int, default=8, help="windows decoded together")
+    g.add_argument("--max-batch", type=_at_least_1, default=8, help="windows decoded together")
 
 
 def _policy_flags(g) -> None:  # type: ignore[no-untyped-def]
@@ -307,16 +369,18 @@ def _access_flags(g) -> None:  # type: ignore[no-untyped-def]
     g.add_argument("--token-file", help="lines 'speak TOKEN', 'view TOKEN' or 'TOKEN'; # comments")
     g.add_argument("--allow-origin", action="append", default=[],
                    help="browser origin allowed to connect (repeatable; default: any)")
-    g.add_argument("--max-sessions", type=int, default=64, help="live speaking sessions")
-    g.add_argument("--max-viewers", type=int, default=100, help="viewers per session")
-    g.add_argument("--idle-timeout", type=float, default=60.0,
+    g.add_argument("--max-sessions", type=_at_least_1, default=64, help="live speaking sessions")
+    g.add_argument("--max-viewers", type=_count, default=100,
+                   help="viewers per session (0: none)")
+    g.add_argument("--idle-timeout", type=_longer_than_0, default=60.0,
                    help="seconds without a message before a speaker is closed")
-    g.add_argument("--rejoin-grace", type=float, default=10.0,
+    g.add_argument("--rejoin-grace", type=_seconds, default=10.0,
                    help="seconds a dropped speaker's stream waits, undecided, for the client to "
                         "come back to its session (0: its last words are final at once)")
-    g.add_argument("--handshake-timeout", type=float, default=10.0,
+    g.add_argument("--handshake-timeout", type=_seconds, default=10.0,
                    help="seconds a connection has to send its request headers (0: no limit)")
-    g.add_argument("--max-session-hours", type=float, default=4.0, help="longest session")
+    g.add_argument("--max-session-hours", type=_longer_than_0, default=4.0,
+                   help="longest session")
     g.add_argument("--max-stream-speed", type=_stream_speed,
                    default=ServerConfig.max_stream_speed,
                    help="a live stream is read at most this many times faster than real time, "
@@ -324,7 +388,7 @@ def _access_flags(g) -> None:  # type: ignore[no-untyped-def]
     g.add_argument("--ws-deflate", action="store_true",
                    help="accept WebSocket permessage-deflate (off: a client's deflated audio "
                         "is inflated many messages per socket read, on the event loop)")
-    g.add_argument("--retention-minutes", type=float, default=60.0,
+    g.add_argument("--retention-minutes", type=_seconds, default=60.0,
                    help="how long a transcript stays after its last speaker ends")
     g.add_argument("--drain-timeout", type=_pace, default=ServerConfig.drain_timeout_s,
                    help="on SIGTERM, seconds open sessions get to decode their last words; "

@@ -14,7 +14,7 @@ from whisperwire.server.logs import install_redaction, redact
     ("# tokens\nspeak s3cret\nview look\n", ("s3cret",), ("look",)),
     ("bare-token\n\n   # indented comment\n", ("bare-token",), ()),
     ("speak ab#cd\nview x#y\n", ("ab#cd",), ("x#y",)),  # '#' inside a token is the token's
-    ("#speak hidden\n", (), ()),
+    ("#speak hidden\nview look\n", (), ("look",)),
 ])
 def test_token_file_lines(tmp_path, content, speak, view):
     tf = tmp_path / "tokens"
