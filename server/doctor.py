@@ -75,10 +75,14 @@ def run_checks(model: str = "embedded", device: str = "auto") -> dict[str, Any]:
     except devices.DeviceError as exc:
         report["problems"].append(str(exc))
         return report
-    from .models import offline_models, resolve_model
+    from .models import ModelError, offline_models, resolve_model
 
     report["offline_models"] = offline_models()
-    path = resolve_model(model)
+    try:
+        path = resolve_model(model)
+    except ModelError as exc:  # (a traceback before, and nothing at all for --json)
+        report["problems"].append(str(exc))
+        return report
     report["model"] = {"name": model, "path": path, "source": _model_source(model, path)}
     report["choice"] = {"device": choice.device, "index": choice.index,
                         "compute_type": choice.compute_type, "notes": list(choice.notes)}

@@ -193,3 +193,16 @@ def test_doctor_text_is_calm_without_a_gpu_and_has_no_log_lines():
         assert "nvidia-smi" not in out and "insufficient" not in out and "PROBLEM" not in out
     else:
         assert "cuda:0" in r.stdout and "no GPU found" not in r.stdout
+
+
+def test_doctor_on_a_model_that_is_not_there_says_so_as_a_problem():
+    """``doctor --model /nonexistent`` ended in a ModelError traceback, and ``--json`` printed
+    nothing for a script to read."""
+    import json
+
+    text, js = _doctor("--model", "/no/such/model"), _doctor("--json", "--model", "/no/such/model")
+    for r in (text, js):
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "PROBLEM" in text.stdout and "no such directory" in text.stdout, text.stdout
+    report = json.loads(js.stdout)
+    assert not report["ok"] and any("no such directory" in p for p in report["problems"])
