@@ -109,9 +109,13 @@ def default_web_dir() -> Path | None:
 
 
 
-async def _refuse(ws: WebSocket, exc: ClientError, accepted: bool = False) -> None:
+async def _refuse(ws: WebSocket, exc: ClientError, api: str, accepted: bool = False) -> None:
     """Accept only to say why not: browsers cannot read a refused handshake's status, so the
-    reason travels as an ``error`` event, then the close code."""
+    reason travels as an ``error`` event, then the close code. Logged: uvicorn says
+    "connection open" for it as for a session (a page waiting for its speaker's session asks
+    every 3 s: that one at debug)."""
+    log.log(logging.DEBUG if exc.code == "unknown_session" else logging.INFO,
+            "event=refused api=%s code=%s", api, exc.code)
     if not accepted:
         await ws.accept()
     await ws.send_text(wire.encode(wire.Error(exc.code, exc.message)))
@@ -221,13 +225,13 @@ class WhisperWire:
                 await back.rejoin(ws)
             except ClientError as exc:  # it stopped waiting meanwhile (its grace ran out)
                 self.metrics.errors.labels(exc.code).inc()
-                await _refuse(ws, exc, accepted=True)
+                await _refuse(ws, exc, "listen", accepted=True)
             return
         try:
             params, transcript = self.admit_speaker(ws)
         except ClientError as exc:
             self.metrics.errors.labels(exc.code).inc()
-            await _refuse(ws, exc)
+            await _refuse(ws, exc, "listen")
             return
         await ws.accept()
         await self.speak(ListenConnection(ws, params, self.engine, self.hub, transcript,
@@ -272,7 +276,7 @@ class WhisperWire:
         except ClientError as exc:
             if exc.code != "unknown_session":  # (a page or overlay waiting for its speaker
                 self.metrics.errors.labels(exc.code).inc()  # asks every 3 s: no error)
-            await _refuse(ws, exc)
+            await _refuse(ws, exc, "events")
             return
         await ws.accept()
         pong_deadline(ws, self.config.viewer_pong_timeout_s)

@@ -293,3 +293,25 @@ def test_a_full_server_refuses_an_openai_realtime_socket_as_try_again_later(engi
     assert event["error"]["type"] == "rate_limit_error", event
     assert code == 1013 and reason, (code, reason)
 
+
+def test_a_refused_socket_is_a_log_line(engine, caplog):
+    """A speaker or viewer refused at admission left no line of ours (only uvicorn's
+    "connection open", as a good one): an operator could not tell refusals from sessions
+    (Deepgram's refusals were logged)."""
+    import logging
+
+    import websockets
+
+    async def refused(url: str) -> None:
+        for path in ("/v1/listen", f"/v1/sessions/{'x' * 65}/events"):
+            async with websockets.connect(url + path) as ws:
+                with contextlib.suppress(websockets.ConnectionClosed):
+                    while True:
+                        await asyncio.wait_for(ws.recv(), 10)
+
+    caplog.set_level(logging.INFO, "whisperwire.server")
+    with LiveServer(ServerConfig(max_sessions=0), engine) as srv:
+        asyncio.run(refused(srv.url))
+    assert "event=refused api=listen code=server_full" in caplog.text, caplog.text
+    assert "event=refused api=events code=bad_session" in caplog.text, caplog.text
+
