@@ -255,6 +255,25 @@ def _port(text: str) -> int:
     return n
 
 
+def _origin(text: str) -> str:
+    """An origin as a browser sends it (``https://host[:port]``, lower case, no default port,
+    no path): a copied URL's trailing slash matched no browser, and every page was locked out."""
+    from urllib.parse import urlsplit
+
+    try:
+        u = urlsplit(text.strip())
+        port = u.port
+    except ValueError:
+        port, u = None, None
+    if u is None or u.scheme.lower() not in ("http", "https") or not u.hostname:
+        raise argparse.ArgumentTypeError(f"expected an origin such as "
+                                         f"https://captions.example.com, not {text!r}")
+    scheme = u.scheme.lower()
+    default = {"http": 80, "https": 443}[scheme]
+    host = f"[{u.hostname}]" if ":" in u.hostname else u.hostname
+    return f"{scheme}://{host}" + (f":{port}" if port and port != default else "")
+
+
 def _count(text: str) -> int:
     """A whole number, 0 or more (0 turns a rule off; a negative one would fire it always)."""
     try:
@@ -367,8 +386,10 @@ def _access_flags(g) -> None:  # type: ignore[no-untyped-def]
     g.add_argument("--view-token", action="append", default=[],
                    help="token that may only view (repeatable)")
     g.add_argument("--token-file", help="lines 'speak TOKEN', 'view TOKEN' or 'TOKEN'; # comments")
-    g.add_argument("--allow-origin", action="append", default=[],
-                   help="browser origin allowed to connect (repeatable; default: any)")
+    g.add_argument("--allow-origin", action="append", default=[], type=_origin,
+                   help="browser origin allowed to connect (repeatable; default: any; list "
+                        "the server's own address too for its page; the Host header is no "
+                        "proof of it: DNS rebinding)")
     g.add_argument("--max-sessions", type=_at_least_1, default=64, help="live speaking sessions")
     g.add_argument("--max-viewers", type=_count, default=100,
                    help="viewers per session (0: none)")

@@ -131,6 +131,22 @@ def test_origin_allow_list(engine):
         assert isinstance(run(allowed()), wire.Ready)
 
 
+def test_allow_origin_is_read_as_the_origin_a_browser_sends():
+    """A copied URL's trailing slash (or a path, or upper case) made the flag match no
+    browser's Origin, and every page was locked out; a value that is no origin was taken."""
+    from whisperwire.server.cli import build_parser
+
+    def origin(value: str) -> str:
+        return build_parser().parse_args(["serve", "--allow-origin", value]).allow_origin[0]
+
+    assert origin("https://Captions.Example/") == "https://captions.example"
+    assert origin("https://captions.example:443") == "https://captions.example"
+    assert origin("http://127.0.0.1:8765/page.html") == "http://127.0.0.1:8765"
+    for bad in ("notaurl", "ftp://x.example", "https://"):
+        with pytest.raises(SystemExit):
+            origin(bad)
+
+
 def _raw_ws(port: int, path: str):
     """A bare WebSocket client on a plain socket with a tiny receive buffer: it can send, and
     it never reads a byte after the handshake (no client library's flow control in between)."""
