@@ -340,16 +340,20 @@ class WhisperWire:
         return JSONResponse(body, status_code=200 if problem is None else 503)
 
     # -- life --------------------------------------------------------------------------------
-    async def drain(self, timeout: float | None = None) -> None:
+    async def drain(self, timeout: float | None = None,
+                    hurry: Callable[[], bool] = lambda: False) -> None:
         """Stop taking sessions; finalise every open one (its speaker gets the last finals and
-        ``closed``) and wait for them, up to ``timeout`` seconds (``drain_timeout_s``); cut
-        short those still decoding then (a backlog of speech sent faster than real time);
-        then let the viewers go."""
+        ``closed``) and wait for them, up to ``timeout`` seconds (``drain_timeout_s``), or
+        until ``hurry()`` (a second Ctrl-C); cut short those still decoding then (a backlog of
+        speech sent faster than real time); then let the viewers go. Once: the lifespan's end
+        drains too, for servers other than ours."""
+        if self.draining.is_set():
+            return
         self.draining.set()
         conns = list(self.live)
         timeout = self.config.drain_timeout_s if timeout is None else timeout
         deadline = time.monotonic() + timeout
-        while self.live and time.monotonic() < deadline:
+        while self.live and time.monotonic() < deadline and not hurry():
             for c in list(self.live):  # (also one admitted just before the drain began)
                 if not c.whole_input:  # (a file is read to its end, and decoded if in time)
                     c.shutdown("server_shutdown")

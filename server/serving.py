@@ -123,9 +123,13 @@ def graceful_server(app: Any, **kw: Any) -> Any:
             for server in self.servers:
                 server.close()
             drain = getattr(app.state, "drain", None)
-            if drain is not None:
-                await drain()
+            if drain is not None:  # (a second Ctrl-C, uvicorn's force_exit, cuts it short)
+                await drain(hurry=lambda: self.force_exit)
             await super().shutdown(sockets)
+            if self.force_exit:
+                # uvicorn skips the app's shutdown then, and its lifespan task was cancelled
+                # at exit with a CancelledError traceback: end it as after one Ctrl-C
+                await self.lifespan.shutdown()
 
     server = GracefulServer(uvicorn.Config(app, **kw))
     install_redaction()  # uvicorn.Config set up its loggers; filters on them survive that

@@ -136,3 +136,46 @@ def test_a_backlog_the_drain_cannot_decode_is_cut_short_and_said(tmp_path):
     log = proc.stderr.read()
     assert "event=drained sessions=1 cut_short=1 left=0" in log, log[-3000:]
     assert "Traceback" not in log, log[-3000:]
+
+
+@pytest.mark.timeout(120)
+def test_a_second_ctrl_c_cuts_the_drain_short_without_a_traceback():
+    """Ctrl-C twice while a backlog decodes: the second one let the drain run on (26 s here)
+    and then ended in uvicorn's CancelledError traceback from the lifespan; 'drained' was
+    logged twice, the second time for no sessions."""
+    import csv
+
+    from conftest import SPEECH
+
+    with open(SPEECH / "real" / "references.tsv", newline="") as f:
+        names = [r["file"] for r in csv.DictReader(f, delimiter="\t")]
+    audio = np.concatenate([load16k(f"real/{n}") for n in names])[: 180 * 16000]
+    pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
+    proc, port = serve("--log-level", "info")  # (the drain may take 60 s)
+    try:
+        async def go():
+            import websockets
+
+            async with websockets.connect(f"ws://127.0.0.1:{port}/v1/listen", max_size=None,
+                                          ping_timeout=None) as ws:
+                await ws.recv()
+                for i in range(0, len(pcm), 64000):
+                    await ws.send(pcm[i : i + 64000])
+                await asyncio.sleep(1.0)
+                t0 = time.monotonic()
+                proc.send_signal(signal.SIGINT)
+                await asyncio.sleep(1.5)
+                proc.send_signal(signal.SIGINT)
+                msgs = await read_all(ws)
+                return msgs, time.monotonic() - t0
+
+        msgs, took = run(go())
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    log = proc.stderr.read()
+    assert "Traceback" not in log and "ERROR" not in log, log[-3000:]
+    assert log.count("event=drained") == 1, log[-3000:]
+    assert any(isinstance(m, wire.Error) and m.code == "shutdown_incomplete" for m in msgs), msgs[-3:]
+    assert took < 1.5 + 8, took
