@@ -75,6 +75,7 @@ def _serve(args: argparse.Namespace) -> int:
     config = _config(args, auth)
     try:
         tls = _tls(args.tls_cert, args.tls_key)
+        _can_listen(args.host, args.port)
     except ValueError as exc:
         print(f"whisperwire: {exc}", file=sys.stderr)
         return 2
@@ -96,6 +97,22 @@ def _serve(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # uvicorn raises Ctrl-C again once it has shut down gracefully
         pass
     return 0
+
+
+def _can_listen(host: str, port: int) -> None:
+    """A port already taken, said before the model loads (uvicorn found it after, and exited 3
+    with a drain logged for a server that never served)."""
+    import socket
+
+    if port == 0:
+        return
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        with socket.create_server((host, port), family=family):
+            pass
+    except OSError as exc:
+        raise ValueError(f"cannot listen on {host}:{port}: "
+                         f"{(exc.strerror or str(exc)).lower()}") from None
 
 
 def _tls(cert: str | None, key: str | None) -> dict[str, str]:
@@ -215,8 +232,11 @@ def _pace(text: str) -> float:
 
 def _stream_speed(text: str) -> float:
     """0 (no limit) or at least real time: under 1 would hold back every live speaker."""
-    x = _pace(text)
-    if 0 < x < 1:
+    try:
+        x = _pace(text)
+    except argparse.ArgumentTypeError:
+        x = -1.0
+    if x < 0 or 0 < x < 1:
         raise argparse.ArgumentTypeError(f"must be 0 (no limit) or 1 or more, not {text}")
     return x
 

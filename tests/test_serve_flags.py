@@ -84,3 +84,16 @@ def test_limits_that_would_close_or_refuse_every_session_are_refused(flag, value
     70000, --log-level bogus raised a KeyError."""
     r = serve(flag, value)
     refused(r, flag)
+
+
+def test_a_port_in_use_is_said_before_the_model_loads():
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        refused(serve("--port", str(port)), f"127.0.0.1:{port}", "in use")
+
+
+def test_max_stream_speed_below_0_is_said_in_its_own_terms():
+    refused(serve("--max-stream-speed", "-1"), "--max-stream-speed", "0 (no limit) or 1 or more")
+
