@@ -141,6 +141,31 @@ def test_manual_commits_mulaw_and_errors(live_server):
     assert "modern" not in text.lower(), "the cleared audio was dropped"
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("fmt, rate, encode", [
+    ({"type": "audio/pcm", "rate": 24000}, 24000, s16),
+    ({"type": "audio/pcmu"}, 8000, mulaw),
+])
+def test_a_commit_of_a_little_more_than_100_ms_is_taken(live_server, fmt, rate, encode):
+    """OpenAI's rule is 100 ms appended. Counted after the resampler, which holds input back,
+    120 ms of 24 kHz audio were 92 ms and 110 ms of G.711 none: refused as too small."""
+    with client(live_server).realtime.connect(extra_query={"intent": "transcription"}) as conn:
+        conn.session.update(session={"type": "transcription", "audio": {"input": {
+            "format": fmt, "turn_detection": None}}})
+        for ms in (120, 110):
+            x = at(load16k("jfk.wav")[16000 : 16000 + ms * 16], rate)[: rate * ms // 1000]
+            conn.input_audio_buffer.append(audio=base64.b64encode(encode(x)).decode())
+            conn.input_audio_buffer.commit()
+            while (e := conn.recv()).type not in ("input_audio_buffer.committed", "error"):
+                pass
+            assert e.type == "input_audio_buffer.committed", (ms, e)
+        conn.input_audio_buffer.append(audio=base64.b64encode(encode(x[: rate // 20])).decode())
+        conn.input_audio_buffer.commit()  # 50 ms: refused
+        while (e := conn.recv()).type not in ("input_audio_buffer.committed", "error"):
+            pass
+        assert e.type == "error" and e.error.code == "input_audio_buffer_commit_empty", e
+
+
 @pytest.mark.timeout(120)
 def test_server_vad_turns_sent_flat_out_each_complete_with_their_own_words(live_server):
     """Under backlog the session makes several ended utterances final in one window (one

@@ -81,6 +81,9 @@ class RealtimeConnection(ListenConnection):
                                              "prefix_padding_ms": server.config.vad.pre_roll_ms,
                                              "threshold": 0.5}
         self.conversation = Turns(vad=True)
+        # where the uncommitted buffer begins, in seconds of the input (the client's clock:
+        # the resampler holds input back, and 120 ms of 24 kHz audio were 92 ms after it)
+        self._buffer_from = 0.0
         self.beta = False  # the client speaks the beta transcription_session.* events
         self._client_event: str | None = None  # the event_id of the client event in hand
 
@@ -90,6 +93,8 @@ class RealtimeConnection(ListenConnection):
 
     def _send_turns(self, events: list[Event]) -> None:
         for kind, body in events:
+            if kind == "input_audio_buffer.committed":  # (the VAD's: where its speech ended)
+                self._buffer_from = max(self._buffer_from, self.conversation.cut)
             self.event(kind, **body)
             # the user item each turn is, as OpenAI announces it at the commit: added, and done
             # (a user's audio item is whole once committed; its transcript comes in the
@@ -176,12 +181,13 @@ class RealtimeConnection(ListenConnection):
 
     def _commit(self) -> None:
         # OpenAI's own rule: at least 100 ms since the last commit (the client's or the VAD's)
-        # or clear. Counted on the stream's clock from where the buffer starts: a count of
-        # samples started again at a VAD commit inside a long append lost the rest of that
-        # append, and a commit after it was refused while seconds were uncommitted
-        if self.session.audio_seconds - self.conversation.cut < 0.1:
+        # or clear, on the stream's clock from where the buffer starts: a count of samples
+        # started again at a VAD commit inside a long append lost the rest of that append,
+        # and a commit after it was refused while seconds were uncommitted
+        if self.taken_s - self._buffer_from < 0.1 - 1e-6:
             raise ClientError("input_audio_buffer_commit_empty",
                               "buffer too small: a commit needs at least 100 ms of audio")
+        self._buffer_from = self.taken_s
         vad = self.conversation.vad
         self._send_turns(self.conversation.commit(self.session.audio_seconds))
         if vad:
@@ -202,6 +208,7 @@ class RealtimeConnection(ListenConnection):
         """Discard the uncommitted audio, as OpenAI's buffer does: words heard in it are
         dropped when they become final (the session goes on decoding, so nothing committed
         is lost, and no decode is pulled from under the engine)."""
+        self._buffer_from = self.taken_s
         self._send_turns(self.conversation.clear(self.session.audio_seconds))
 
     def on_vad(self, marks: list[Any]) -> None:
