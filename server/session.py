@@ -222,8 +222,8 @@ class StreamSession:
         """Stream seconds up to which every word heard is final (or nothing was said): where
         a stream cut short ends its channel, so that its speaker, coming back to that channel
         (on Ray Serve, another replica continues it), sends the rest again."""
-        return min((u.buffer.committed_end for u in self._utts if not u.idle),
-                   default=self.audio_seconds)
+        return max(self._said, min((u.buffer.committed_end for u in self._utts if not u.idle),
+                                   default=self.audio_seconds))
 
     def next_decode(self, busy: bool = False) -> DecodeRequest | None:
         """The next window to decode, or None while one is out or nothing is due. ``busy``:
@@ -647,6 +647,7 @@ class StreamSession:
                        ) -> None:
         words, _ = self.judge.accepted_words(req, r, win_end, u.buffer.committed_end,
                                         u.buffer.committed)
+        words = self._unsaid(words)
         end = int(round(win_end * MODEL_RATE))
         if end - u.main_to >= self.opt.samples(self.opt.main_step_ms):
             u.main_for = end

@@ -134,15 +134,19 @@ def test_all_words_become_finals_in_order(pause_every):
     assert len(f) > (30 // pause_every if pause_every else 1)
 
 
-@pytest.mark.parametrize("said", [2.3, 3.2])
-def test_words_said_before_the_stream_began_are_context_never_said_again(said):
+@pytest.mark.parametrize("said, draft", [(2.3, False), (3.2, False), (2.3, True)])
+def test_words_said_before_the_stream_began_are_context_never_said_again(said, draft):
     """A speaker back on a restarted server sends the last second before its last final again
-    (``said``): words whose middle lies in it are decoded, never said; the first word after
-    it, and every one after, is. 3.2 s covers a whole utterance (pauses every 3 words)."""
+    (``said``): words whose middle lies in it are decoded, never said, in finals or partials
+    (a draft model's too); the first word after it, and every one after, is. 3.2 s covers a
+    whole utterance (pauses every 3 words). A stream cut short before a new final ends its
+    channel no earlier than the said seconds (the next stream would say them again)."""
     audio, truth = make_stream(12, pause_every=3)
-    s = StreamSession(StreamOptions(), energy_vad())
+    s = StreamSession(StreamOptions(draft_partials=draft), energy_vad())
     s.said(said)
-    ev = drive(s, ScriptedDecoder(truth), audio)
+    assert s.final_to == said
+    decoder = ScriptedDecoder(truth)
+    ev = drive(s, lambda req: replace(decoder(req), draft=req.draft), audio)
     words = " ".join(x.text for x in finals(ev)).split()
     assert words == [w for w, a, b in truth if (a + b) / 2 >= said]
     partial_words = [w for e in ev if isinstance(e, Partial) for w in e.text.split()]
