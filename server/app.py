@@ -136,6 +136,7 @@ class WhisperWire:
                                lambda: self.hub.viewer_count)
         self.live: set[ListenConnection] = set()
         self.draining = asyncio.Event()
+        self._drain: asyncio.Future | None = None  # the one drain, once it began
         self.hub.on_lost = self.lose_session
 
     def lose_session(self, sid: str) -> None:
@@ -345,10 +346,14 @@ class WhisperWire:
         """Stop taking sessions; finalise every open one (its speaker gets the last finals and
         ``closed``) and wait for them, up to ``timeout`` seconds (``drain_timeout_s``), or
         until ``hurry()`` (a second Ctrl-C); cut short those still decoding then (a backlog of
-        speech sent faster than real time); then let the viewers go. Once: the lifespan's end
-        drains too, for servers other than ours."""
-        if self.draining.is_set():
-            return
+        speech sent faster than real time); then let the viewers go. Once: a later call (the
+        lifespan's end drains too, for servers other than ours) waits for that one to end,
+        and the engine stops only after it."""
+        if self._drain is None:
+            self._drain = asyncio.ensure_future(self._drain_once(timeout, hurry))
+        await asyncio.shield(self._drain)
+
+    async def _drain_once(self, timeout: float | None, hurry: Callable[[], bool]) -> None:
         self.draining.set()
         conns = list(self.live)
         timeout = self.config.drain_timeout_s if timeout is None else timeout
