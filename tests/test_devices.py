@@ -103,8 +103,14 @@ def test_rocm_allocator_is_set_before_import_unless_user_chose():
 
 
 def _serve(*flags: str) -> subprocess.CompletedProcess:
+    """``serve`` on a free port (port 1 needs root: serve says so before the device check)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     return subprocess.run([sys.executable, "-m", "whisperwire.server", "serve", *flags,
-                           "--port", "1"], capture_output=True, text=True, timeout=120)
+                           "--port", str(port)], capture_output=True, text=True, timeout=120)
 
 
 def test_serve_refuses_an_unsupported_choice_at_startup():

@@ -155,6 +155,10 @@ def test_a_model_is_retrieved_by_id_and_an_unknown_endpoint_answers_in_openais_s
     assert err.value.body["code"] == "model_not_found" and err.value.body["param"] == "model"
     r = httpx.post(f"{live_server.http}/v1/chat/completions", json={"model": "x"})
     assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_url", r.text
+    # a path served to another method stays a 405 (the catch-all took those as 404s)
+    for r in (httpx.post(f"{live_server.http}/v1/models"),
+              httpx.delete(f"{live_server.http}/v1/sessions/x/transcript.json")):
+        assert r.status_code == 405 and r.json()["error"]["code"] == "method_not_allowed", r
     assert httpx.get(f"{live_server.http}/").status_code == 200  # (the page is still there)
 
 

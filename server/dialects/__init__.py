@@ -66,7 +66,7 @@ def routes(server: WhisperWire) -> list[BaseRoute]:
         Route("/deepgram/v1/listen", dg_not_post, methods=_NOT_POST),
         Route("/v1/audio/transcriptions", openai_not_post, methods=_NOT_POST),
         Route("/v1/audio/translations", openai_not_post, methods=_NOT_POST),
-        Route("/v1/models/{model}", model),
+        Route("/v1/models/{model:path}", model),  # (a model named by its directory has '/')
         # (last: the app's own /v1 routes come before these)
         Route("/v1/{path:path}", openai_audio.unknown_url, methods=_NOT_POST + ["POST"]),
     ]

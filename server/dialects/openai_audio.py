@@ -89,7 +89,13 @@ async def retrieve_model(server: WhisperWire, request: Request) -> JSONResponse:
 
 async def unknown_url(request: Request) -> JSONResponse:
     """Any other path under ``/v1``: OpenAI's error shape, where the web page's static files
-    answered a plain-text 404 that the SDKs report without a reason."""
+    answered a plain-text 404 that the SDKs report without a reason; a path served to other
+    methods is a 405 (Starlette prefers this route's full match to that route's partial one)."""
+    from starlette.routing import Match
+
+    if any(route.matches(request.scope)[0] == Match.PARTIAL for route in request.app.routes):
+        return error(ClientError("method_not_allowed", f"{request.method} is not allowed on "
+                                 f"{request.url.path}"))
     return error(ClientError("unknown_url", f"invalid URL ({request.method} "
                                             f"{request.url.path}): not served here"))
 
