@@ -81,12 +81,13 @@ def token_from(headers: Mapping[str, str], query: Mapping[str, str]) -> str | No
     return query.get("token") or None
 
 
-def load_token_file(path: str | Path) -> AuthConfig:
+def load_token_file(path: str | Path, empty_ok: bool = False) -> AuthConfig:
     """Lines ``speak TOKEN``, ``view TOKEN`` or a bare ``TOKEN`` (speak). A line whose first
     non-blank character is ``#`` is a comment; elsewhere ``#`` is part of a token. Raises
     ValueError naming the line for anything else (a bare ``view``, say, is a mistake, never a
-    token spelled "view"), and for a file that cannot be read or holds no token: an operator
-    who names a token file means auth to be on."""
+    token spelled "view"), and for a file that cannot be read or holds no token (unless
+    ``empty_ok``: tokens come from elsewhere too): an operator who names a token file means
+    auth to be on."""
     speak: list[str] = []
     view: list[str] = []
     try:  # (utf-8-sig: an editor's byte-order mark is no part of the first token)
@@ -110,6 +111,6 @@ def load_token_file(path: str | Path) -> AuthConfig:
             speak.append(parts[0])
         else:
             raise ValueError(f"{where}: expected 'speak TOKEN', 'view TOKEN' or 'TOKEN'")
-    if not speak and not view:  # (auth would be off: every token, and none, let in)
+    if not speak and not view and not empty_ok:  # (auth would be off: every token let in)
         raise ValueError(f"token file {path} holds no token (only blank lines and comments)")
     return AuthConfig(tuple(speak), tuple(view))

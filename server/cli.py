@@ -32,7 +32,8 @@ def _auth(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
     if any(not t.strip() for t in args.token + args.view_token):
         raise ValueError("--token/--view-token: a token may not be empty")
-    auth = load_token_file(args.token_file) if args.token_file else AuthConfig()
+    auth = load_token_file(args.token_file, empty_ok=bool(args.token or args.view_token)) \
+        if args.token_file else AuthConfig()
     return AuthConfig(auth.speak_tokens + tuple(args.token),
                       auth.view_tokens + tuple(args.view_token))
 
@@ -125,7 +126,8 @@ def _tls(cert: str | None, key: str | None) -> dict[str, str]:
             raise ValueError("--tls-key needs --tls-cert (the certificate to serve with it)")
         return {}
     try:
-        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
+        # (password "": an encrypted key is refused here, not asked for on the terminal)
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key, password="")
     except FileNotFoundError as exc:
         raise ValueError(f"--tls-cert/--tls-key: no such file {exc.filename or cert}") from None
     except (ssl.SSLError, OSError) as exc:

@@ -45,6 +45,8 @@ def test_a_token_file_without_a_token_stops_the_server(tmp_path):
     refused(serve("--token-file", str(tf)), "holds no token", str(tf))
     with pytest.raises(ValueError, match="holds no token"):
         load_token_file(tf)
+    # ... with a --token beside it auth is on: the file may be empty for now
+    assert "holds no token" not in serve("--token-file", str(tf), "--token", "t").stderr
 
 
 def test_token_file_encoding_and_absence_are_said_with_its_name(tmp_path):

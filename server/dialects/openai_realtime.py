@@ -19,6 +19,7 @@ the client's events, drives the session and writes.
 from __future__ import annotations
 
 import binascii
+import logging
 import dataclasses
 import json
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ from ..vad import SpeechEnd, SpeechStart, VadSegmenter, webrtc_classifier
 from .common import g711_to_float, speaker_token
 from .openai_audio import error_type
 from .openai_turns import Event, Turns, new_id
+
+log = logging.getLogger("whisperwire.server")
 
 if TYPE_CHECKING:
     from ..app import WhisperWire
@@ -352,6 +355,7 @@ async def realtime(server: WhisperWire, ws: WebSocket) -> None:
         _, transcript = server.admit(token, lambda: wire.ListenParams(sample_rate=RATE))
     except ClientError as exc:
         server.metrics.errors.labels(exc.code).inc()
+        log.info("event=refused api=openai-realtime code=%s", exc.code)
         await ws.accept(subprotocol=sub)
         await ws.send_text(json.dumps({"type": "error", "event_id": _id("event_"), "error": {
             "type": error_type(exc.code), "code": exc.code, "message": exc.message,
