@@ -98,7 +98,10 @@ class Directory:
         # speaker's replica has not given it back yet): (session, claim) -> (when, batches)
         self.orphans: dict[tuple[str, int], tuple[float, dict[int, tuple]]] = {}
         self.epoch = secrets.token_hex(8)  # this life of the directory
-        self._claims = 0
+        # claim numbers go on from a random point: a restarted directory counting from 0 again
+        # gave a new speaker the number a replica still held for the same id, and that
+        # replica's batches went into the new speaker's channel
+        self._claims = secrets.randbits(48)
         self._reaper: asyncio.Task | None = None
 
     def configure(self, retention_s: float, lease_s: float) -> None:
@@ -141,7 +144,10 @@ class Directory:
         ``batch``, under the claim it had. Refused (``session_taken``) if the id was taken
         again meanwhile."""
         await self.renew(owner, pid)
-        if session in self.channels:
+        ch = self.channels.get(session)
+        if ch is not None and (ch.owner, ch.claim) == (owner, claim):
+            return {"session": session}  # (given back already: a retry after no answer)
+        if ch is not None:
             return {"error": "session_taken", "message": f"session {session!r} was taken"}
         self._claims = max(self._claims, claim)  # (new claims stay unique on every channel)
         ch = self.channels[session] = _Channel(
@@ -153,7 +159,8 @@ class Directory:
             ch.log.append((ch.seq, text))
         _, orphans = self.orphans.pop((session, claim), (0.0, {}))
         for n, (events, end) in sorted(orphans.items()):
-            await self.publish(session, claim, n, events, end)
+            if n >= batch:  # (those before are in ``state``)
+                await self.publish(session, claim, n, events, end)
         return {"session": session}
 
     async def publish(self, session: str, claim: int, batch: int, events: list[str],
@@ -351,9 +358,9 @@ class ClusterHub(Hub):
                     asyncio.wrap_future(self.actor.renew.remote(self.owner, self.pid).future()),
                     self.timeout_s) or {}
             if r.get("epoch") not in (None, self._epoch):
-                if self._epoch is not None:
-                    await self._give_back()
-                self._epoch = r["epoch"]
+                # (a channel not given back, for want of an answer, is tried again next time)
+                if self._epoch is None or await self._give_back():
+                    self._epoch = r["epoch"]
             for sid, claim in r.get("lost", {}).items():
                 if self._claims.get(sid) == claim:
                     self._claims.pop(sid, None)  # its finals would be ignored: send none
@@ -362,9 +369,11 @@ class ClusterHub(Hub):
                         self.on_lost(sid)
             await asyncio.sleep(every_s)
 
-    async def _give_back(self) -> None:
-        """The directory restarted empty: give it this replica's live channels back. A
-        channel whose id was taken meanwhile is lost, as after a stall (``on_lost``)."""
+    async def _give_back(self) -> bool:
+        """The directory restarted empty: give it this replica's live channels back; whether
+        it answered for each (a retry gives back again what it took already). A channel whose
+        id was taken meanwhile is lost, as after a stall (``on_lost``)."""
+        answered = True
         for sid, claim in list(self._claims.items()):
             t = self._sessions.get(sid)
             if t is None:
@@ -380,14 +389,18 @@ class ClusterHub(Hub):
             r: dict = {}
             with contextlib.suppress(Exception):
                 r = await asyncio.wait_for(asyncio.wrap_future(ref.future()), self.timeout_s)
-            if "error" in r and self._claims.get(sid) == claim:
+            if not r:
+                answered = False
+                log.warning("session=%s event=give_back_unanswered", sid)
+            elif "error" in r and self._claims.get(sid) == claim:
                 self._claims.pop(sid, None)
                 log.warning("session=%s event=claim_lost (taken while the directory restarted)",
                             sid)
                 if self.on_lost is not None:
                     self.on_lost(sid)
-            elif r:
+            else:
                 log.warning("session=%s event=channel_given_back", sid)
+        return answered
 
     # -- speakers (local while live) ---------------------------------------------------------
     def open(self, session: str | None) -> Transcript:

@@ -272,11 +272,14 @@ def test_the_directory_applies_a_speakers_calls_in_their_order():
 
 def test_a_restarted_directory_takes_a_live_channel_back_with_the_batches_sent_meanwhile():
     """Ray restarts the directory empty (its node lost): the live speaker's replica gives the
-    channel back under its claim, and the batches it sent before that, to a directory that did
-    not know the channel, still apply in order (no Ray needed: the class itself)."""
+    channel back under its claim, with its finals and its next batch number as the replica
+    holds them; a batch it sent after that, which reached the directory first, still applies
+    in order, and one before it (in the finals given back) is not applied twice. A retry
+    after no answer is taken; another replica's is refused; new claims do not reuse the old
+    number (no Ray needed: the class itself)."""
     from whisperwire.server.cluster_hub import Directory
 
-    f = [wire.encode(wire.Final(i, f"f{i}", float(i), i + 0.5)) for i in range(3)]
+    f = [wire.encode(wire.Final(i, f"f{i}", float(i), i + 0.5)) for i in range(4)]
 
     async def go() -> tuple:
         old = Directory(lease_s=60)
@@ -285,18 +288,26 @@ def test_a_restarted_directory_takes_a_live_channel_back_with_the_batches_sent_m
         new = Directory(lease_s=60)  # the restart
         await new.publish("back", r["claim"], 1, [f[1]])  # before the replica noticed
         epochs = ((await old.renew("replica-1"))["epoch"], (await new.renew("replica-1"))["epoch"])
-        state = {"finals": [f[0]], "offset": 0.0, "heard": 0.5, "speakers": 1, "turns": [],
+        # the replica's transcript holds f0 and f1 (batches 0 and 1); it gives back at 2, and
+        # its batch 2, sent just after, reaches the directory before the give-back
+        state = {"finals": f[:2], "offset": 0.0, "heard": 1.5, "speakers": 1, "turns": [],
                  "instance": r["instance"]}
-        back = await new.adopt("back", "replica-1", 0, r["claim"], 1, state)
         await new.publish("back", r["claim"], 2, [f[2]])
+        back = await new.adopt("back", "replica-1", 0, r["claim"], 2, state)
+        again = await new.adopt("back", "replica-1", 0, r["claim"], 2, state)  # a retry
+        await new.publish("back", r["claim"], 3, [f[3]])
         taken = await new.claim("back", "replica-2")
-        again = await new.adopt("back", "replica-3", 0, 7, 0, state)
-        return epochs, back, taken, again, await new.snapshot("back"), new.orphans
+        other = await new.adopt("back", "replica-3", 0, 7, 0, state)
+        # a new speaker on the id before the replica gave it back: another claim number
+        raced = await Directory(lease_s=60).claim("back", "replica-2")
+        return (epochs, back, again, taken, other, raced["claim"] != r["claim"],
+                await new.snapshot("back"), new.orphans, new.channels["back"].pending)
 
-    (was, now), back, taken, again, snap, orphans = run(go())
-    assert was != now and back == {"session": "back"}
-    assert taken["error"] == "session_taken" and again["error"] == "session_taken"
-    assert snap["finals"] == f and snap["live"] and orphans == {}
+    (was, now), back, again, taken, other, unique, snap, orphans, pending = run(go())
+    assert was != now and back == again == {"session": "back"}
+    assert taken["error"] == "session_taken" and other["error"] == "session_taken"
+    assert unique
+    assert snap["finals"] == f and snap["live"] and orphans == {} and pending == {}
 
 
 def test_the_directory_forgets_a_replica_gone_longer_than_it_keeps_channels():
@@ -306,14 +317,14 @@ def test_the_directory_forgets_a_replica_gone_longer_than_it_keeps_channels():
 
     async def go() -> tuple:
         d = Directory(retention_s=2.0, lease_s=0.5)  # (the reaper looks every second)
-        await d.claim("gone", "replica-gone", pid=4242)
+        claim = (await d.claim("gone", "replica-gone", pid=4242))["claim"]
         await asyncio.sleep(1.5)  # the reaper ended its channel: a lost claim waits for it
-        during = ("replica-gone" in d.seen, dict(d.lost))
+        during = ("replica-gone" in d.seen, dict(d.lost), claim)
         await asyncio.sleep(3.1)  # 2.5 s unseen: forgotten; its channel expired too
         return during, (d.seen, d.pids, d.lost, d.channels)
 
-    (seen, lost), after = run(go())
-    assert seen and lost == {"replica-gone": {"gone": 1}}
+    (seen, lost, claim), after = run(go())
+    assert seen and lost == {"replica-gone": {"gone": claim}}
     assert after == ({}, {}, {}, {})
 
 
