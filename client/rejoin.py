@@ -46,7 +46,9 @@ class Rejoin:
     last_end: float | None = None  # the end of the last final shown
     seen: int = -1  # the last final segment shown (segments count per channel)
     instance: str | None = None  # the channel's life, once read
-    said: float = 0.0  # the connection's first seconds, final already (sent as ``said``)
+    # the first seconds of the audio to send that were final already (sent as ``said``, then
+    # 0; a connection that drops before sending it leaves it for the next, the audio unsent)
+    said: float = 0.0
 
     def place(self, m: wire.Message, offset: float | None = None) -> wire.Message:
         """A message of this connection (or, with ``offset``, of the channel) on the clock."""
@@ -66,7 +68,8 @@ class Rejoin:
         sent, and says how much there was. Returns the finals the server made of the dropped
         connection's last audio, which that connection never delivered, on the clock."""
         out: list[wire.Final] = []
-        self.said = 0.0
+        if not again:
+            self.said = 0.0
         if again and self._new_channel(ch):
             # the server lost what it had not made final: all after the last final shown,
             # and (as context, within the dropped connection) a little before it

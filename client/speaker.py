@@ -126,6 +126,7 @@ class _Speaker:
         self.waits_s, self.say, self.quit, self.stop = waits_s, say, quit, stop
         self.bps = params.bytes_per_sample * params.sample_rate  # bytes per audio second
         self.held = Pcm(int(held_max_s * self.bps))  # to send
+        self._let_go_at_join = 0  # what ``held`` had let go when the last catch-up ended
         self.sent_audio = Pcm(int(held_max_s * self.bps))  # sent lately
         self.more = asyncio.Event()  # something was added to ``held``, or the source ended
         self.taken = asyncio.Event()  # something was taken from ``held`` to send
@@ -325,7 +326,11 @@ class _Speaker:
         await ready.wait()
         try:
             if self.clock.said:  # (a restarted server: the audio said again begins with it)
-                await ws.send(json.dumps({"type": "said", "seconds": round(self.clock.said, 3)}))
+                # (less what the held audio let go from its front meanwhile: the lead went first)
+                said = self.clock.said - (self.held.let_go - self._let_go_at_join) / self.bps
+                if said > 0:
+                    await ws.send(json.dumps({"type": "said", "seconds": round(said, 3)}))
+                self.clock.said = 0.0
             while True:
                 self.more.clear()
                 piece = self.held.take()
@@ -404,6 +409,7 @@ class _Speaker:
             return True
         for f in self.clock.joined(ch, again, on_old, self._say_again):
             self._show(f)  # (on the clock already)
+        self._let_go_at_join = self.held.let_go
         return True
 
     def _say_again(self, seconds: float) -> float:

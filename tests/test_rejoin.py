@@ -98,3 +98,18 @@ def test_without_an_instance_a_new_channel_is_told_by_its_finals():
     r2 = Rejoin(seen=3)
     gone = Channel([final(0, 0.0, 1.0)], 1.0, "")  # segment 3 is not there: a new life
     assert r2.joined(gone, True, 4.0, Buffer(1)) == [] and r2.restarts > 0
+
+
+def test_a_lead_not_sent_yet_stays_for_the_next_connection():
+    """Back on a restarted server, the connection went before it sent anything: the held
+    audio still begins with the lead, so the next connection (the same new channel) says it;
+    before, 'said' was reset and the lead's words were said again."""
+    r = started(final(0, 6.0, 8.0))
+    r.joined(Channel([], 0.0, "b"), True, 10.0, Buffer(5.0))
+    assert r.said == 1.0
+    buf = Buffer(5.0)
+    r.joined(Channel([], 0.0, "b"), True, 0.0, buf)  # nothing sent on the one that went
+    assert r.said == 1.0 and buf.asked in ([], [0.0])
+    r.said = 0.0  # (the speaker sent it)
+    r.joined(Channel([], 0.0, "b"), True, 2.0, Buffer(5.0))
+    assert r.said == 0.0

@@ -170,7 +170,9 @@ function onSpeakerMessage(m, ws, started) {
 async function catchUp(session, again) {
   const ws = state.live;
   state.caught = [];
-  state.said = 0;
+  // (`said` stays while the held audio still begins with its lead: a connection that went
+  // before sending it leaves both for the next; a first connection has none)
+  if (!again) state.said = 0;
   let tr = null;
   try {
     const t = state.viewToken || token;
