@@ -221,15 +221,20 @@ def _client_parser(sub, name: str, help: str, speaker: bool):  # type: ignore[no
     return p
 
 
-def _pace(text: str) -> float:
-    """Times real time, 0 or more (0: as fast as possible); a negative or endless pace is none."""
+def _at_least_0(text: str, zero: str = "") -> float:
+    """A finite number, 0 or more (``zero``: what 0 means, said in the refusal)."""
     try:
         x = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not math.isfinite(x) or x < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 (as fast as possible) or more, not {text}")
+        raise argparse.ArgumentTypeError(f"must be 0{zero} or more, not {text}")
     return x
+
+
+def _pace(text: str) -> float:
+    """Times real time, 0 or more (0: as fast as possible); a negative or endless pace is none."""
+    return _at_least_0(text, " (as fast as possible)")
 
 
 def _stream_speed(text: str) -> float:
@@ -245,13 +250,7 @@ def _stream_speed(text: str) -> float:
 
 def _seconds(text: str) -> float:
     """A length of time, 0 or more (what 0 means, each flag's help says)."""
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(x) or x < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
-    return x
+    return _at_least_0(text)
 
 
 def _longer_than_0(text: str) -> float:

@@ -91,14 +91,10 @@ def test_ctrl_c_in_the_terminal_reaches_the_worker_processes_too():
     assert "event=drained" in log and "Traceback" not in log, log[-3000:]
 
 
-@pytest.mark.timeout(180)
-def test_a_backlog_the_drain_cannot_decode_is_cut_short_and_said(tmp_path):
-    """Three minutes of speech sent flat out, then SIGTERM: more than the drain's deadline
-    can decode. The stream is cut short at the deadline: its speaker gets what was final, an
-    ``error`` ``shutdown_incomplete`` and a 1012 close without ``closed`` (the page and the CLI
-    take that for a drop, and send the rest again to the restarted server), and the server
-    exits soon after, without a traceback. Before, the drain waited 60 s, then uvicorn 30 s
-    more, then cancelled the handlers with CancelledError tracebacks."""
+def backlog_then(flags: tuple[str, ...], *signals: tuple[signal.Signals, float]) -> tuple:
+    """Three minutes of real/ speech sent flat out to ``serve`` with ``flags``, then each
+    signal after its delay: the speaker's messages, its close code, the seconds from the
+    first signal to the end, and the server's log."""
     import csv
 
     from conftest import SPEECH
@@ -107,7 +103,7 @@ def test_a_backlog_the_drain_cannot_decode_is_cut_short_and_said(tmp_path):
         names = [r["file"] for r in csv.DictReader(f, delimiter="\t")]
     audio = np.concatenate([load16k(f"real/{n}") for n in names])[: 180 * 16000]
     pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
-    proc, port = serve("--log-level", "info", "--drain-timeout", "2")
+    proc, port = serve("--log-level", "info", *flags)
     try:
         async def go():
             import websockets
@@ -119,21 +115,36 @@ def test_a_backlog_the_drain_cannot_decode_is_cut_short_and_said(tmp_path):
                     await ws.send(pcm[i : i + 64000])
                 await asyncio.sleep(1.0)
                 t0 = time.monotonic()
-                proc.send_signal(signal.SIGTERM)
+                for sig, after in signals:
+                    await asyncio.sleep(after)
+                    proc.send_signal(sig)
                 msgs = await read_all(ws)
                 return msgs, ws.close_code, time.monotonic() - t0
 
         msgs, code, took = run(go())
-        assert proc.wait(30) in (0, -signal.SIGTERM)
+        status = proc.wait(30)
     finally:
         if proc.poll() is None:
             proc.kill()
+    return msgs, code, took, status, proc.stderr.read()
+
+
+@pytest.mark.timeout(180)
+def test_a_backlog_the_drain_cannot_decode_is_cut_short_and_said(tmp_path):
+    """Three minutes of speech sent flat out, then SIGTERM: more than the drain's deadline
+    can decode. The stream is cut short at the deadline: its speaker gets what was final, an
+    ``error`` ``shutdown_incomplete`` and a 1012 close without ``closed`` (the page and the CLI
+    take that for a drop, and send the rest again to the restarted server), and the server
+    exits soon after, without a traceback. Before, the drain waited 60 s, then uvicorn 30 s
+    more, then cancelled the handlers with CancelledError tracebacks."""
+    msgs, code, took, status, log = backlog_then(("--drain-timeout", "2"),
+                                                 (signal.SIGTERM, 0.0))
+    assert status in (0, -signal.SIGTERM)
     errors = [m for m in msgs if isinstance(m, wire.Error)]
     assert [e.code for e in errors] == ["shutdown_incomplete"], errors
     assert not any(isinstance(m, wire.Closed) for m in msgs)
     assert code == 1012
     assert took < 2 + 5, took
-    log = proc.stderr.read()
     assert "event=drained sessions=1 cut_short=1 left=0" in log, log[-3000:]
     assert "Traceback" not in log, log[-3000:]
 
@@ -143,38 +154,7 @@ def test_a_second_ctrl_c_cuts_the_drain_short_without_a_traceback():
     """Ctrl-C twice while a backlog decodes: the second one let the drain run on (26 s here)
     and then ended in uvicorn's CancelledError traceback from the lifespan; 'drained' was
     logged twice, the second time for no sessions."""
-    import csv
-
-    from conftest import SPEECH
-
-    with open(SPEECH / "real" / "references.tsv", newline="") as f:
-        names = [r["file"] for r in csv.DictReader(f, delimiter="\t")]
-    audio = np.concatenate([load16k(f"real/{n}") for n in names])[: 180 * 16000]
-    pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes()
-    proc, port = serve("--log-level", "info")  # (the drain may take 60 s)
-    try:
-        async def go():
-            import websockets
-
-            async with websockets.connect(f"ws://127.0.0.1:{port}/v1/listen", max_size=None,
-                                          ping_timeout=None) as ws:
-                await ws.recv()
-                for i in range(0, len(pcm), 64000):
-                    await ws.send(pcm[i : i + 64000])
-                await asyncio.sleep(1.0)
-                t0 = time.monotonic()
-                proc.send_signal(signal.SIGINT)
-                await asyncio.sleep(1.5)
-                proc.send_signal(signal.SIGINT)
-                msgs = await read_all(ws)
-                return msgs, time.monotonic() - t0
-
-        msgs, took = run(go())
-        proc.wait(30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    log = proc.stderr.read()
+    msgs, _, took, _, log = backlog_then((), (signal.SIGINT, 0.0), (signal.SIGINT, 1.5))
     assert "Traceback" not in log and "ERROR" not in log, log[-3000:]
     assert log.count("event=drained") == 1, log[-3000:]
     assert any(isinstance(m, wire.Error) and m.code == "shutdown_incomplete" for m in msgs), msgs[-3:]
