@@ -22,25 +22,29 @@ from .replay import modelled_cost, replay
 RATE = 16000
 
 
-def seams(engine, item, places: list[float], lead: float) -> list[dict]:  # type: ignore[no-untyped-def]
+def seams(engine, item, places: list[float], leads: list[float]  # type: ignore[no-untyped-def]
+          ) -> dict[float, list[dict]]:
+    """Per lead, per place: the seam's figures (the lost server's replay is one per place)."""
     from .accuracy import errors, score_units
 
     ref = score_units(item.reference, item.language)
-    out = []
+    out: dict[float, list[dict]] = {lead: [] for lead in leads}
     for at in places:
         before = replay(engine, item.audio, language=item.language, cost=modelled_cost,
                         lost_at=at).finals
         last = before[-1].end if before else 0.0
-        start = max(0.0, last - lead)
-        after = replay(engine, item.audio[int(start * RATE):], language=item.language,
-                       cost=modelled_cost, said=last - start).finals
-        a, b = " ".join(f.text for f in before), " ".join(f.text for f in after)
-        e = errors(ref, score_units(f"{a} {b}", item.language))
-        out.append({"lost_at": at, "last_final_end": round(last, 2),
-                    "wer": round(100 * e["wer"], 2), "repeats": e["repeats"],
-                    "seam": f"…{a[-40:]} | {b[:40]}…"})
-        print(f"{item.name} lead {lead} s, lost at {at} s: WER {out[-1]['wer']} %, "
-              f"seam {out[-1]['seam']}", flush=True)
+        a = " ".join(f.text for f in before)
+        for lead in leads:
+            start = max(0.0, last - lead)
+            after = replay(engine, item.audio[int(start * RATE):], language=item.language,
+                           cost=modelled_cost, said=last - start).finals
+            b = " ".join(f.text for f in after)
+            e = errors(ref, score_units(f"{a} {b}", item.language))
+            out[lead].append({"lost_at": at, "last_final_end": round(last, 2),
+                              "wer": round(100 * e["wer"], 2), "repeats": e["repeats"],
+                              "seam": f"…{a[-40:]} | {b[:40]}…"})
+            print(f"{item.name} lead {lead} s, lost at {at} s: WER {out[lead][-1]['wer']} %, "
+                  f"seam {out[lead][-1]['seam']}", flush=True)
     return out
 
 
@@ -83,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         whole = replay(engine, it.audio, language=it.language, cost=modelled_cost)
         ref = score_units(it.reference, it.language)
         o["whole"][it.name] = 100 * errors(ref, score_units(whole.text, it.language))["wer"]
-        o["files"][it.name] = {lead: seams(engine, it, places, float(lead))
-                               for lead in a.leads.split(",")}
+        by_lead = seams(engine, it, places, [float(x) for x in a.leads.split(",")])
+        o["files"][it.name] = {f"{lead:g}": runs for lead, runs in by_lead.items()}
     save_results(a.out, a.name, o, markdown(a.name, o))
     return 0
 

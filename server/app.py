@@ -194,8 +194,10 @@ class WhisperWire:
                               f"all {self.config.max_sessions} sessions are in use")
         langs = self.engine.languages
         if params.language not in (None, "auto") and params.language not in langs:
-            from faster_whisper.tokenizer import _LANGUAGE_CODES as WHISPER_LANGUAGES
-
+            try:
+                from faster_whisper.tokenizer import _LANGUAGE_CODES as WHISPER_LANGUAGES
+            except ImportError:  # (faster-whisper's private list: without it, no such hint)
+                WHISPER_LANGUAGES = (params.language,)
             known = (f"no Whisper model knows it (this one knows {', '.join(langs)})"
                      if params.language not in WHISPER_LANGUAGES
                      else f"it is English-only; a multilingual model (whisperwire serve --model "

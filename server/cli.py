@@ -131,11 +131,14 @@ def _tls(cert: str | None, key: str | None) -> dict[str, str]:
     except FileNotFoundError as exc:
         raise ValueError(f"--tls-cert/--tls-key: no such file {exc.filename or cert}") from None
     except (ssl.SSLError, OSError) as exc:
-        why = ("the certificate and the key do not match" if "KEY_VALUES_MISMATCH" in str(exc)
-               else f"--tls-cert {cert} is no PEM certificate with its private key, and no "
-               "--tls-key names one" if not key else
-               f"--tls-cert {cert} and --tls-key {key} are no PEM certificate and its "
-               "unencrypted private key")
+        if "KEY_VALUES_MISMATCH" in str(exc):
+            why = "the certificate and the key do not match"
+        elif key:
+            why = f"--tls-cert {cert} and --tls-key {key} are no PEM certificate and its " \
+                  "unencrypted private key"
+        else:
+            why = f"--tls-cert {cert} is no PEM certificate with its private key, and no " \
+                  "--tls-key names one"
         raise ValueError(f"--tls-cert/--tls-key: {why} ({exc})") from None
     return {"ssl_certfile": cert, **({"ssl_keyfile": key} if key else {})}
 
@@ -248,14 +251,14 @@ def _stream_speed(text: str) -> float:
     return x
 
 
-def _seconds(text: str) -> float:
-    """A length of time, 0 or more (what 0 means, each flag's help says)."""
+def _duration(text: str) -> float:
+    """A length of time in the flag's unit, 0 or more (what 0 means, its help says)."""
     return _at_least_0(text)
 
 
 def _longer_than_0(text: str) -> float:
     """A length of time that is more than 0: a limit of 0 closed every session at once."""
-    x = _seconds(text)
+    x = _duration(text)
     if x == 0:
         raise argparse.ArgumentTypeError("must be more than 0")
     return x
@@ -416,10 +419,10 @@ def _access_flags(g) -> None:  # type: ignore[no-untyped-def]
                    help="viewers per session (0: none)")
     g.add_argument("--idle-timeout", type=_longer_than_0, default=60.0,
                    help="seconds without a message before a speaker is closed")
-    g.add_argument("--rejoin-grace", type=_seconds, default=10.0,
+    g.add_argument("--rejoin-grace", type=_duration, default=10.0,
                    help="seconds a dropped speaker's stream waits, undecided, for the client to "
                         "come back to its session (0: its last words are final at once)")
-    g.add_argument("--handshake-timeout", type=_seconds, default=10.0,
+    g.add_argument("--handshake-timeout", type=_duration, default=10.0,
                    help="seconds a connection has to send its request headers (0: no limit)")
     g.add_argument("--max-session-hours", type=_longer_than_0, default=4.0,
                    help="longest session")
@@ -430,7 +433,7 @@ def _access_flags(g) -> None:  # type: ignore[no-untyped-def]
     g.add_argument("--ws-deflate", action="store_true",
                    help="accept WebSocket permessage-deflate (off: a client's deflated audio "
                         "is inflated many messages per socket read, on the event loop)")
-    g.add_argument("--retention-minutes", type=_seconds, default=60.0,
+    g.add_argument("--retention-minutes", type=_duration, default=60.0,
                    help="how long a transcript stays after its last speaker ends")
     g.add_argument("--drain-timeout", type=_pace, default=ServerConfig.drain_timeout_s,
                    help="on SIGTERM, seconds open sessions get to decode their last words; "

@@ -63,22 +63,26 @@ def model_entries(engine: Any) -> list[dict[str, Any]]:
              "tasks": tasks(engine)}]
 
 
-async def list_models(server: WhisperWire, request: Request) -> JSONResponse:
-    """``GET /v1/models``: for a speak token where the server has tokens, as OpenAI's wants a
-    valid key (an app checks its key there; the web page sends its token)."""
+def _refused(server: WhisperWire, request: Request) -> JSONResponse | None:
+    """The models want a speak token where the server has tokens, as OpenAI's want a valid
+    key (an app checks its key there; the web page sends its token): the refusal, or None."""
     try:
         check_speaker(server, speaker_token(request.headers, request.query_params))
     except ClientError as exc:
         return error(exc)
-    return JSONResponse({"object": "list", "data": model_entries(server.engine)})
+    return None
+
+
+async def list_models(server: WhisperWire, request: Request) -> JSONResponse:
+    """``GET /v1/models``."""
+    return _refused(server, request) or JSONResponse(
+        {"object": "list", "data": model_entries(server.engine)})
 
 
 async def retrieve_model(server: WhisperWire, request: Request) -> JSONResponse:
     """``GET /v1/models/{model}``: the loaded model by its name, or by one of OpenAI's."""
-    try:
-        check_speaker(server, speaker_token(request.headers, request.query_params))
-    except ClientError as exc:
-        return error(exc)
+    if (refused := _refused(server, request)) is not None:
+        return refused
     name = request.path_params["model"]
     if name != server.engine.model_name and name not in OPENAI_MODELS:
         return error(ClientError("model_not_found", f"the model {name!r} does not exist here; "

@@ -19,9 +19,9 @@ the client's events, drives the session and writes.
 from __future__ import annotations
 
 import binascii
-import logging
 import dataclasses
 import json
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
