@@ -20,13 +20,18 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _QUERY_TOKEN = re.compile(r"((?:^|[?&;_\s\"'])token=)[^&;\s\"']*", re.IGNORECASE)
 # a query parameter whose name is percent-encoded ("%74oken=" is "token=" to the server)
 _QUERY_PARAM = re.compile(r"([?&;])([^=&;\s\"'#]*%[^=&;\s\"'#]*)=([^&;\s\"'#]*)")
+# a URL's query, taken apart parameter by parameter: a mistyped one ("token%3DX", "token+=X",
+# "token[]=X") is refused by the server but is still the user's secret
+_QUERY = re.compile(r"\?([^\s\"'#]+)")
+_QUERY_SEP = re.compile(r"([&;])")
+_SECRET_NAME = re.compile(r"token|secret|password|(?:^|[_-])key$|^apikey$")
 _BEARER = re.compile(r"(bearer\s+)\S+", re.IGNORECASE)
 # request headers, as websockets logs them at debug level: the whole Authorization value
 # (Deepgram's "Token X" too), and the token a browser puts among its WebSocket subprotocols
 _AUTH_HEADER = re.compile(r"(authorization:\s*)[^\r\n]*", re.IGNORECASE)
 _PROTOCOL_TOKEN = re.compile(r"((?:token|bearer)\s*,\s*)[^,\s\"']+", re.IGNORECASE)
 _OPENAI_KEY = re.compile(r"(openai-insecure-api-key\.)[^,\s\"']+", re.IGNORECASE)
-_HINTS = ("oken", "OKEN", "earer", "EARER", "%", "uthorization", "UTHORIZATION", "api-key")
+_HINTS = ("oken", "OKEN", "earer", "EARER", "%", "uthorization", "UTHORIZATION", "api-key", "?")
 
 # The loggers that see request lines; filters on a logger do not apply to records propagated
 # from its children, so each is named.
@@ -37,12 +42,15 @@ LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi", "websoc
 def redact(text: str) -> str:
     """``text`` with every token the server would accept replaced by ``***``: ``token=``
     query values (however the name is percent-encoded), bearer tokens, Authorization headers
-    and the token among WebSocket subprotocols."""
+    and the token among WebSocket subprotocols; and every query parameter whose name says a
+    secret, spelled as the server would not accept it."""
     if not any(h in text for h in _HINTS):
         return text  # the common case, cheaply
     text = _QUERY_TOKEN.sub(r"\1***", text)
     if "%" in text:
         text = _QUERY_PARAM.sub(_encoded_token, text)
+    if "?" in text:
+        text = _QUERY.sub(_query, text)
     text = _AUTH_HEADER.sub(r"\1***", _BEARER.sub(r"\1***", text))
     return _OPENAI_KEY.sub(r"\1***", _PROTOCOL_TOKEN.sub(r"\1***", text))
 
@@ -50,6 +58,21 @@ def redact(text: str) -> str:
 def _encoded_token(m: re.Match[str]) -> str:
     name = unquote_plus(m.group(2)).strip().lower()
     return f"{m.group(1)}{m.group(2)}=***" if name == "token" else m.group(0)
+
+
+def _query(m: re.Match[str]) -> str:
+    return "?" + "".join(_param(p) for p in _QUERY_SEP.split(m.group(1)))
+
+
+def _param(raw: str) -> str:
+    """One query parameter as logged: its value ``***`` if its decoded name says a secret (the
+    whole parameter, where an encoded "=" hides which part is the name)."""
+    if raw in ("&", ";"):
+        return raw
+    name, eq, _ = raw.partition("=")
+    if not _SECRET_NAME.search(unquote_plus(name if eq else raw).strip().lower()):
+        return raw
+    return f"{name}=***" if eq else "***"
 
 
 class RedactTokens(logging.Filter):

@@ -69,10 +69,29 @@ def test_view_tokens_are_per_channel_stable_and_view_only():
     "< sec-websocket-protocol: token, SECRET",
     "< Sec-WebSocket-Protocol: bearer,SECRET",
     "< sec-websocket-protocol: realtime, openai-insecure-api-key.SECRET, openai-beta.realtime-v1",
+    # mistyped spellings the server refuses: still the user's secret, never logged
+    "GET /v1/listen?token%3DSECRET HTTP/1.1",
+    "GET /v1/listen?session=a&TOKEN%3dSECRET&b=2 HTTP/1.1",
+    "GET /x?tok%65n%3DSECRET",
+    "GET /x?token+=SECRET",
+    "GET /x?+token=SECRET",
+    "GET /x?token[]=SECRET",
+    "GET /x?token%00=SECRET",
+    "GET /x?api_key=SECRET",
+    '"WebSocket /v1/listen?a=1;token%3DSECRET" [accepted]',
 ])
 def test_redact(line):
     out = redact(line)
     assert "SECRET" not in out and "***" in out
+
+
+@pytest.mark.parametrize("line", [
+    "GET /v1/listen?session=room&language=en&keyterm=tokenizer HTTP/1.1",
+    "GET /v1/sessions/a/transcript.txt?format=srt HTTP/1.1",
+    "event=open session=a model=tiny.en",
+])
+def test_redact_leaves_other_parameters(line):
+    assert redact(line) == line
 
 
 def test_uvicorn_access_lines_are_redacted_and_still_formatted():
