@@ -73,6 +73,10 @@ class VadOptions:
 @dataclass(frozen=True)
 class SpeechStart:
     sample: int  # stream position of the first sample of the utterance (pre-roll included)
+    # ... and of the first speech frame among those that opened it: where the speech itself
+    # began, as a listener times it (a silence before the utterance ends here, not at the
+    # pre-roll, which reaches 0.15-0.3 s into that silence)
+    onset: int | None = None
 
 
 @dataclass(frozen=True)
@@ -247,9 +251,11 @@ class VadSegmenter:
             self._tone_from, self._gap = None, False
             pre = np.concatenate(list(self._pre))
             start = pos + self._n - len(pre)
+            first = next(i for i, k in enumerate(self._recent) if k)
+            onset = max(start, pos - (len(self._recent) - 1 - first) * self._n)
             self._pre.clear()
             self._recent.clear()
-            return [SpeechStart(start), SpeechAudio(start, pre)]
+            return [SpeechStart(start, onset), SpeechAudio(start, pre)]
         out: list[VadEvent] = [SpeechAudio(pos, frame)]
         if speech and not tonal:
             self._voice_end = pos + self._n

@@ -551,3 +551,32 @@ def test_a_finalize_said_twice_gets_two_answers_in_order(live_server, gap):
     for a, b in zip(finals, finals[1:]):
         assert b[0] >= a[1] - 0.01, finals
     assert normalize(" ".join(f[2] for f in finals))[-2:] == ["comparatively", "modern"]
+
+
+def _trimmed(x: np.ndarray, floor: float = 0.02) -> np.ndarray:
+    """``x`` without its leading and trailing quiet (10 ms frames under ``floor`` peak)."""
+    loud = [i for i in range(0, len(x) - 160, 160) if np.abs(x[i : i + 160]).max() >= floor]
+    return x[loud[0] : loud[-1] + 160]
+
+
+@pytest.mark.timeout(120)
+def test_speech_started_is_where_the_speech_began_not_its_pre_roll(live_server):
+    """Two sentences 0.45 s apart: ``SpeechStarted`` for the second is where it begins, and
+    the silence before it (for ``endpointing``'s ``speech_final``) ends there. The VAD's start
+    with its 300 ms of pre-roll stood in: 0.15 s early here, and on real/en-01 a 0.33 s pause
+    after "me." read as 0.03 s, so LiveKit (``endpointing=25``, raised to 300) got no end of
+    turn between two speakers."""
+    a, b = _trimmed(load16k("LJ001-0001.wav")), _trimmed(load16k("LJ001-0002.wav"))
+    gap = 0.45
+    pcm = s16(np.concatenate([a, np.zeros(int(gap * 16000), np.float32), b,
+                              np.zeros(16000, np.float32)]))
+    with ws_connect(f"{live_server.url}/deepgram/v1/listen?encoding=linear16&sample_rate=16000"
+                    "&endpointing=300&vad_events=true") as ws:
+        for i in range(0, len(pcm), 3200):
+            ws.send(pcm[i : i + 3200])
+        ws.send(json.dumps({"type": "CloseStream"}))
+        events = [json.loads(raw) for raw in ws]
+    starts = [m["timestamp"] for m in events if m["type"] == "SpeechStarted"]
+    second = len(a) / 16000 + gap
+    assert any(abs(t - second) <= 0.07 for t in starts), (second, starts)
+    assert not any(second - 0.35 < t < second - 0.07 for t in starts), (second, starts)

@@ -61,6 +61,14 @@ def test_scripted_onset_preroll_and_hangover():
     assert start == pytest.approx((onset_frame + 1 - opt.pre_roll_ms // 30) * 0.03)
     hang = opt.hangover_ms // 30
     assert end == pytest.approx((50 + hang) * 0.03)
+    # ... says where the speech itself began, without the pre-roll: its first speech frame
+    # (a pattern with a gap in it: the first of the frames that opened it)
+    (first,) = [e for e in ev if isinstance(e, SpeechStart)]
+    assert first.onset == 20 * N and first.sample == start * 16000
+    frames = iter([0] * 20 + [1, 0, 1, 1] + [1] * 26 + [0] * 30)
+    (gappy,) = [e for e in run(VadSegmenter(opt, lambda f: bool(next(frames))), x, flush=False)
+                if isinstance(e, SpeechStart)]
+    assert gappy.onset == 20 * N
     # ... and says where the speech itself stopped: at the end of the last speech frame
     (last,) = [e for e in ev if isinstance(e, SpeechEnd)]
     assert last.spoken_to == 50 * N

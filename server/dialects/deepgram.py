@@ -298,10 +298,13 @@ class DeepgramConnection(ListenConnection):
     def on_vad(self, marks: list[Any]) -> None:
         for m in marks:
             if isinstance(m, SpeechStart):
-                self._gaps.speech(m.sample / 16000)
+                # (where the speech began, not its pre-roll: a 0.33 s pause after "me." read
+                # as 0.03 s, and endpointing=300 said no speech_final between two speakers)
+                t = (m.sample if m.onset is None else m.onset) / 16000
+                self._gaps.speech(t)
                 if self.opts.vad_events:
                     self.send(_Raw({"type": "SpeechStarted", "channel": [0, 1],
-                                    "timestamp": round(m.sample / 16000, 3)}))
+                                    "timestamp": round(t, 3)}))
             elif isinstance(m, SpeechEnd):
                 self._gaps.silence()
 
