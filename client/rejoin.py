@@ -48,6 +48,7 @@ class Rejoin:
     # the first seconds of the audio to send that were final already (sent as ``said``, then
     # 0; a connection that drops before sending it leaves it for the next, the audio unsent)
     said: float = 0.0
+    _at: float = 0.0  # the channel's ``offset`` at the join
 
     def place(self, m: wire.Message, offset: float | None = None) -> wire.Message:
         """A message of this connection (or, with ``offset``, of the channel) on the clock."""
@@ -60,12 +61,14 @@ class Rejoin:
         self.seen = max(self.seen, segment)
 
     def joined(self, ch: Channel, again: bool, sent_on_old: float,
-               say_again: Callable[[float], float]) -> list[wire.Final]:
+               say_again: Callable[[float], float], goes_on: bool = False) -> list[wire.Final]:
         """The server took the session (``ready``) and its channel reads ``ch``. After a drop
         (``again``; ``sent_on_old``: seconds of audio the dropped connection sent):
         ``say_again(seconds)`` puts the last ``seconds`` sent back in front of what is to be
-        sent, and says how much there was. Returns the finals the server made of the dropped
-        connection's last audio, which that connection never delivered, on the clock."""
+        sent, and says how much there was; ``goes_on``: the server's stream is the dropped
+        connection's (``ready``'s ``rejoined``). Returns the finals the server made of the
+        dropped connection's last audio, which that connection never delivered, on the
+        clock."""
         out: list[wire.Final] = []
         if not again:
             self.said = 0.0
@@ -80,15 +83,35 @@ class Rejoin:
             self.restarts, self.seen = self.offset + sent_on_old - resent, -1
         elif again:
             # what was in flight when it dropped: sent, never heard
-            say_again(sent_on_old - (ch.offset - (self.offset - self.restarts)))
+            heard = ch.offset - (self.offset - self.restarts)
+            unheard = sent_on_old - heard
+            if goes_on or sent_on_old <= 0:  # (nothing sent: a lead not sent yet stays)
+                say_again(unheard)
+            else:
+                # a new stream on the channel (a Ray replica gone; back after the server's
+                # grace): as on a restarted server, a second before it as context
+                lead = min(LEAD_S, max(0.0, heard))
+                self.said = max(0.0, say_again(unheard + lead) - max(0.0, unheard))
             for f in ch.finals:
                 if f.segment > self.seen:
                     self.seen = f.segment
                     out.append(self.place(f, self.restarts))  # type: ignore[arg-type]
         self.instance = ch.instance or None
         self.seen = max(self.seen, ch.finals[-1].segment if ch.finals else -1)
-        self.offset = self.restarts + ch.offset
+        # (a channel with a clock before the stream moves the stream's 0 back by ``said``:
+        # server/hub.py's ``said``)
+        self._at = ch.offset
+        self.offset = self.restarts + ch.offset - min(self.said, ch.offset)
         return out
+
+    def to_say(self, gone: float) -> float:
+        """The ``said`` to send now (then none), ``gone`` seconds having gone from the front of
+        the held audio since the join (the lead's first); the connection's clock moves with
+        what the server will move its own by."""
+        said = max(0.0, self.said - gone)
+        self.offset += min(self.said, self._at) - min(said, self._at)
+        self.said = 0.0
+        return said
 
     def _new_channel(self, ch: Channel) -> bool:
         """Whether the session is a new life of its id (the server restarted, or the channel

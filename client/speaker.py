@@ -299,7 +299,7 @@ class _Speaker:
             if isinstance(m, wire.Ready):
                 again = self.ever_ready
                 self.session, self.ever_ready = m.session, True
-                if not await self._catch_up(again):
+                if not await self._catch_up(again, bool(m.rejoined)):
                     return Outcome.DROPPED
                 self.began_at = self.sent
                 ready.set()
@@ -325,12 +325,11 @@ class _Speaker:
 
         await ready.wait()
         try:
-            if self.clock.said:  # (a restarted server: the audio said again begins with it)
+            if self.clock.said:  # (a new stream after a drop: the audio said again begins with it)
                 # (less what the held audio let go from its front meanwhile: the lead went first)
-                said = self.clock.said - (self.held.let_go - self._let_go_at_join) / self.bps
+                said = self.clock.to_say((self.held.let_go - self._let_go_at_join) / self.bps)
                 if said > 0:
                     await ws.send(json.dumps({"type": "said", "seconds": round(said, 3)}))
-                self.clock.said = 0.0
             while True:
                 self.more.clear()
                 piece = self.held.take()
@@ -389,7 +388,7 @@ class _Speaker:
                 return None
         return None
 
-    async def _catch_up(self, again: bool) -> bool:
+    async def _catch_up(self, again: bool, goes_on: bool = False) -> bool:
         """Where this connection's times go on the channel's clock; and after a drop
         (``again``) the finals the server made of the dropped connection's last audio, shown,
         and the audio that connection sent but the server never decoded, sent again (the
@@ -407,7 +406,7 @@ class _Speaker:
                 self.say(f"cannot read session {self.session!r}'s transcript: times here are "
                          "this connection's own, not the session's")
             return True
-        for f in self.clock.joined(ch, again, on_old, self._say_again):
+        for f in self.clock.joined(ch, again, on_old, self._say_again, goes_on):
             self._show(f)  # (on the clock already)
         self._let_go_at_join = self.held.let_go
         return True

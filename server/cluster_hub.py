@@ -48,7 +48,7 @@ log = logging.getLogger("whisperwire.server")
 
 # The directory's calls change with WhisperWire's code, and a detached actor outlives a
 # redeploy: replicas find the directory of their own protocol version by its name.
-PROTOCOL = 3
+PROTOCOL = 4
 NAME, NAMESPACE = f"whisperwire-hub-v{PROTOCOL}", "whisperwire"
 
 
@@ -182,6 +182,15 @@ class Directory:
             self._apply(ch, events)
             if end is not None:
                 self._end(ch, end)
+
+    async def said(self, session: str, claim: int, seconds: float) -> None:
+        """The live speaker ``claim``'s stream begins ``seconds`` before the channel's offset
+        (:meth:`.hub.Hub.said`), before its first batch."""
+        ch = self.channels.get(session)
+        if ch is not None and ch.claim == claim and ch.live:
+            ch.offset -= seconds
+            ch.audio_seconds = ch.offset
+            ch.bump()
 
     def _apply(self, ch: _Channel, events: list[str]) -> None:
         for text in events:
@@ -426,6 +435,14 @@ class ClusterHub(Hub):
         msg = on_channel_clock(msg, t.offset)
         self.deliver(t, msg)
         self._send(t.session, [wire.encode(msg)])
+
+    def said(self, t: Transcript, seconds: float) -> float:
+        shift = super().said(t, seconds)
+        claim = self._claims.get(t.session)
+        if shift and claim is not None:
+            # (before the stream's first batch, and a caller's calls run in their order)
+            self.actor.said.remote(t.session, claim, shift)
+        return shift
 
     def end(self, t: Transcript, audio_seconds: float = 0.0) -> None:
         t.live = False

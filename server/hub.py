@@ -213,6 +213,17 @@ class Hub:
             if v.dropped:
                 t.viewers.discard(v)
 
+    def said(self, t: Transcript, seconds: float) -> float:
+        """The live speaker's new stream begins with ``seconds`` made final already (``said``):
+        on a channel whose clock ran before it (a speaker back on it after a drop, in a new
+        stream: on another Ray replica, or after the grace), its time 0 moves back by them,
+        so that its finals (after them) go on where the channel's did; a new channel's clock
+        starts at the stream's 0. Returns how far it moved."""
+        shift = min(max(0.0, seconds), t.offset)
+        t.offset -= shift
+        t.audio_seconds = t.offset
+        return shift
+
     def rejoined(self, t: Transcript, taken_s: float) -> None:
         """The live speaker came back on a new connection ``taken_s`` into its stream."""
         t.audio_seconds = t.offset + taken_s

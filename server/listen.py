@@ -213,12 +213,14 @@ class ListenConnection:
             finally:
                 self._release()
 
-    def greet(self) -> None:
-        """The first message: ``ready`` with the session id (and its view token)."""
+    def greet(self, rejoined: bool = False) -> None:
+        """The first message: ``ready`` with the session id (and its view token), and whether
+        the connection goes on in this stream after a drop."""
         auth = self.config.auth
         self.send(wire.Ready(self.sid, self.engine.model_name, self.engine.device,
                              self.engine.compute_type, self.params.sample_rate,
-                             view_token=auth.view_token(self.sid) if auth.enabled else None))
+                             view_token=auth.view_token(self.sid) if auth.enabled else None,
+                             rejoined=True if rejoined else None))
 
     def close_frame(self, reason: str) -> tuple[int, str]:
         """The WebSocket close code and reason text that end a session closed for ``reason``
@@ -274,7 +276,7 @@ class ListenConnection:
         self.hub.rejoined(self.transcript, self.taken_s)
         self.phase = Phase.LISTENING
         log.info("session=%s event=rejoined audio_s=%.1f", self.sid, self.taken_s)
-        self.greet()
+        self.greet(rejoined=True)
         self._writer = asyncio.create_task(self._write(ws, self.outbox))
 
     async def rejoin(self, ws: WebSocket) -> None:
@@ -497,7 +499,11 @@ class ListenConnection:
             raise ClientError("bad_message", "'said' comes before the stream's first audio")
         if not 0.0 <= seconds <= wire.MAX_SAID_S:
             raise ClientError("bad_message", f"'said' is 0 to {wire.MAX_SAID_S:g} seconds")
-        self.session.said(seconds)
+        t = self.transcript
+        shift = self.hub.said(t, seconds)
+        words = [w for f in t.finals[-1:] for w in f.words[-1:]] if shift else []
+        self.session.said(seconds, next((dataclasses.replace(
+            w, start=w.start - t.offset, end=w.end - t.offset) for w in words), None))
 
     def feed(self, x: Any) -> None:
         """Samples at the declared rate into the session (and its VAD), ``FEED_SLICE_S`` at a

@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .agreement import join_words
+from .agreement import join_words, unit_key
 from .audio import MODEL_RATE
 from .decoding import DecodeRequest, DecodeResult
 from .judging import Judge, Verdict
@@ -82,6 +82,7 @@ class StreamSession:
         self._events: list[Message] = []
         self._last_word_end = 0.0  # where the last final's last word ends (utterance_end)
         self._said = 0.0  # the stream's first seconds, made final before it began (:meth:`said`)
+        self._said_last: Word | None = None  # the channel's last word before them
         self._ids = itertools.count(1)
         self._in_flight: _InFlight | None = None
         self._partial = ""
@@ -738,20 +739,34 @@ class StreamSession:
         out, self._events = self._events, []
         return out
 
-    def said(self, seconds: float) -> None:
+    def said(self, seconds: float, last: Word | None = None) -> None:
         """The stream's first ``seconds`` were made final before it began: a speaker back on
         a server that lost its stream (restarted; a Ray replica gone) sends them again as
         context, so that the word after them is heard whole. Their words are decoded and
-        kept as context, never said again: a word is said if its middle lies after them."""
+        kept as context, never said again: a word is said if its middle lies after them.
+        ``last``: the channel's last final word, on this stream's clock, where the channel
+        goes on; a word of the same text that overlaps it in time is that word, not said
+        again (a stream cut mid-word, by a drop or a drain, made final the part it heard:
+        "most if not" then "not from all")."""
         self._said = self._last_word_end = max(0.0, seconds)
+        self._said_last = last
 
     @property
     def said_seconds(self) -> float:
         return self._said
 
     def _unsaid(self, words: list[Word]) -> list[Word]:
-        return [w for w in words if (w.start + w.end) / 2 >= self._said] if self._said \
-            else words
+        """The words to say: those whose middle lies after the said seconds, none starting in
+        them (a channel that goes on has its finals up to there)."""
+        if not self._said:
+            return words
+        return [replace(w, start=max(w.start, self._said)) for w in words
+                if (w.start + w.end) / 2 >= self._said and not self._was_last(w)]
+
+    def _was_last(self, w: Word) -> bool:
+        last = self._said_last
+        return last is not None and w.start < last.end and w.end > last.start \
+            and unit_key(w.word) == unit_key(last.word)
 
     def _emit_final(self, words: list[Word], eou: bool) -> None:
         if not words:
@@ -804,5 +819,5 @@ class StreamSession:
         if pending:
             self._events.append(Partial(self.segment, text, pending[0].start, pending[-1].end))
         else:
-            t = u.buffer.committed_end
+            t = max(u.buffer.committed_end, self._said)
             self._events.append(Partial(self.segment, "", t, t))

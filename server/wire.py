@@ -145,9 +145,11 @@ class Close(_Message):
 @dataclass(frozen=True)
 class Said(_Message):
     """Client → server, before a stream's first audio: its first ``seconds`` were made final
-    already (a speaker back on a server that restarted sends them again so that the word
-    after them is heard whole); they are decoded as context, and no word in them is said
-    again. At most ``MAX_SAID_S``."""
+    already (a speaker back on a server that restarted, or on a channel that goes on in a new
+    stream, sends them again so that the word after them is heard whole); they are decoded as
+    context, and no word in them is said again. At most ``MAX_SAID_S``. On a channel with a
+    clock before the stream (``offset`` > 0) the stream's time 0 moves back by them, so that
+    its finals go on where the channel's did."""
 
     type: ClassVar[str] = "said"
     seconds: float
@@ -159,7 +161,11 @@ MAX_SAID_S = 5.0
 @dataclass(frozen=True)
 class Ready(_Message):
     """First message to a speaker. ``view_token`` (only when auth is on) lets viewers, the
-    overlay and downloads see this session's channel, and nothing else."""
+    overlay and downloads see this session's channel, and nothing else. ``rejoined`` (only
+    when true): this connection goes on in the stream a dropped one left, which the server
+    kept (``rejoin_grace_s``); else the stream is new, on a new channel or on one that goes on
+    (a speaker back after the grace, or on another Ray replica), and a speaker back after a
+    drop sends ``said`` with the audio before the channel's ``offset`` it sends again."""
 
     type: ClassVar[str] = "ready"
     session: str
@@ -168,6 +174,7 @@ class Ready(_Message):
     compute_type: str
     sample_rate: int
     view_token: str | None = None
+    rejoined: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -340,7 +347,8 @@ def decode(text: str | bytes, *, allowed: tuple[str, ...] | None = None) -> Mess
         elif f.default is not MISSING and d.get(f.name) is None:
             kwargs[f.name] = f.default  # optional, and absent
         else:
-            typ = {"int": int, "float": float, "str": str}[str(f.type).split(" |")[0]]
+            typ = {"int": int, "float": float, "str": str, "bool": bool}[
+                str(f.type).split(" |")[0]]
             kwargs[f.name] = _req(d, f.name, typ)
     return cls(**kwargs)
 

@@ -131,6 +131,22 @@ def test_the_id_stays_taken_until_its_last_final_is_published():
     assert again is t and [f.text for f in again.finals] == ["one"]
 
 
+def test_said_moves_a_new_streams_clock_back_on_a_channel_that_goes_on():
+    """A speaker back on its channel in a new stream sends a second before the channel's end
+    again as context (``said``): the stream's 0 moves back by it, and its finals (after it)
+    go on where the channel's ended. A new channel's clock starts at the stream's 0."""
+    hub = Hub(retention_s=60)
+    t = hub.open("seam")
+    assert hub.said(t, 1.0) == 0.0 and t.offset == 0.0  # (nothing before it)
+    hub.publish(t, wire.Final(0, "one", 7.0, 9.0))
+    hub.end(t, audio_seconds=9.0)
+    t = hub.open("seam")
+    assert t.offset == 9.0
+    assert hub.said(t, 1.0) == 1.0 and (t.offset, t.audio_seconds) == (8.0, 8.0)
+    hub.publish(t, wire.Final(1, "two", 1.0, 1.5))  # (said words never start before 1.0)
+    assert [(f.start, f.end) for f in t.finals] == [(7.0, 9.0), (9.0, 9.5)]
+
+
 async def _until_none(v):  # type: ignore[no-untyped-def]
     while (m := await v.next()) is not None:
         yield m

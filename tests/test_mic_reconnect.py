@@ -127,6 +127,34 @@ def test_mic_comes_back_to_a_restarted_server_and_says_again_what_it_lost(live_s
 
 
 @pytest.mark.timeout(180)
+def test_mic_comes_back_to_its_channel_in_a_new_stream_with_a_second_of_context(live_server,
+                                                                                 tmp_path, capfd):
+    """The channel goes on, but in a new stream (another server on the same hub, as a Ray
+    replica after its replica went; or back after the server's grace): that stream heard
+    nothing before, so the in-flight audio goes again after the second before the channel's
+    end, as ``said``, and the stream's 0 moves back by it. Before, it began exactly at the
+    channel's end, and the word there came clipped ("They to take" for "They all to take")."""
+    from whisperwire.server.hub import Hub
+
+    engine, hub = live_server.app.state.engine, Hub()
+    with LiveServer(ServerConfig(rejoin_grace_s=0), engine=engine, hub=hub) as old, \
+            LiveServer(engine=engine, hub=hub) as other:
+        status, accepted, out, seconds = run_mic(old, tmp_path, "mic-moved", new_server=other)
+        stdout, stderr = capfd.readouterr()
+        assert status == 0, stderr
+        assert accepted >= 2 and "reconnecting" in stderr, stderr
+        every_word_once(stdout)
+        t = hub.get("mic-moved")
+        assert t is not None and len(t.turns) == 1, "two streams on one channel"
+        first_end = t.finals[t.turns[0] - 1].end
+        # the second stream's 0 lies before the first stream's last word's end: it heard that
+        # second again (without ``said`` it began at the first stream's end, after it)
+        assert t.offset < first_end - 0.3, (t.offset, first_end)
+        assert all(a.end <= b.start + 1e-6 for a, b in zip(t.finals, t.finals[1:]))
+    on_one_clock(out, seconds)
+
+
+@pytest.mark.timeout(180)
 def test_stream_comes_back_after_a_drop_and_loses_no_words(live_server, tmp_path, capfd):
     """``whisperwire stream FILE`` is the same speaker as ``mic`` (its file paced as a
     microphone would give it). Before, the drop ended it with exit 1 and the rest of the file

@@ -270,6 +270,28 @@ def test_the_directory_applies_a_speakers_calls_in_their_order():
     assert since["events"] == [final, closed]
 
 
+def test_the_directory_moves_a_new_streams_clock_back_by_said():
+    """As the replica's hub (``Hub.said``): a speaker back on its channel on another replica
+    sends a second before the channel's end as context; the directory's clock for its stream
+    moves back with it, so its finals, its end and a later speaker stay where they are."""
+    from whisperwire.server.cluster_hub import Directory
+
+    async def go() -> dict:
+        d = Directory(lease_s=60)
+        r = await d.claim("seam", "replica-1")
+        await d.publish("seam", r["claim"], 0, [wire.encode(wire.Final(0, "one", 7.0, 9.0))],
+                        end=9.0)
+        r = await d.claim("seam", "replica-2")
+        assert r["offset"] == 9.0
+        await d.said("seam", r["claim"] + 1, 1.0)  # (another claim's: ignored)
+        await d.said("seam", r["claim"], 1.0)
+        await d.publish("seam", r["claim"], 0, [], end=3.0)
+        return await d.snapshot("seam")
+
+    snap = run(go())
+    assert snap["audio_seconds"] == 11.0  # 8.0 + 3.0: the stream's 0 was at 8.0 (not 9.0)
+
+
 def test_a_restarted_directory_takes_a_live_channel_back_with_the_batches_sent_meanwhile():
     """Ray restarts the directory empty (its node lost): the live speaker's replica gives the
     channel back under its claim, with its finals and its next batch number as the replica
@@ -424,7 +446,9 @@ def test_a_replica_that_stalls_past_its_lease_ends_its_speaker_who_can_come_back
     its claim, and on waking went on decoding: its speaker got every final and a normal
     close while the channel silently dropped them, and a second speaker was let in under the
     same id. Now it learns the claim is gone, ends its speaker with ``closed(replica_lost)``
-    and 1012, and the speaker who connects again continues the channel."""
+    and 1012, and the speaker who connects again continues the channel: with the second
+    before the channel's end as context (``said``), its stream's clock starts that second
+    earlier, on the replica and in the directory, and its finals after the channel's."""
     url, http, actor = cluster["url"], cluster["http"], cluster["hub"]
     pcm = s16(_audio([f"LJ001-00{i:02d}.wav" for i in range(10, 16)]))
 
@@ -444,10 +468,13 @@ def test_a_replica_that_stalls_past_its_lease_ends_its_speaker_who_can_come_back
     kept = httpx.get(f"{http}/v1/sessions/ray-stalls/transcript.json", timeout=30).json()
     before = len(kept["finals"])
     assert before >= 1
-    msgs, code = run(speak(url, s16(load16k("LJ001-0002.wav")), session="ray-stalls"))
+    again = load16k("LJ001-0002.wav")
+    msgs, code = run(speak(url, s16(again), session="ray-stalls", said=1.0))
     assert code == 1000 and _finals(msgs), msgs  # the channel takes its speaker again
     after = httpx.get(f"{http}/v1/sessions/ray-stalls/transcript.json", timeout=30).json()
     assert after["finals"][:before] == kept["finals"] and len(after["finals"]) > before
+    assert after["finals"][before]["start"] >= kept["finals"][-1]["end"]
+    assert after["offset"] == pytest.approx(kept["offset"] - 1.0 + len(again) / 16000, abs=0.01)
 
 
 @pytest.mark.timeout(240)

@@ -48,10 +48,11 @@ def test_a_first_connection_starts_where_the_channel_is():
 
 def test_a_drop_sends_again_what_was_in_flight_and_shows_what_was_made_of_it():
     r = started(final(0, 1.0, 2.0))
-    # 10 s sent; the server heard 9.5 s of it and made segment 1 of its end after the drop
+    # 10 s sent; the server heard 9.5 s of it and made segment 1 of its end after the drop;
+    # its stream goes on (``ready``'s ``rejoined``)
     buf = Buffer(5.0)
     shown = r.joined(Channel([final(0, 1.0, 2.0), final(1, 8.0, 9.4)], 9.5, "a"), True, 10.0,
-                     buf)
+                     buf, goes_on=True)
     assert buf.asked == [0.5]  # in flight: sent, never heard
     assert [(f.segment, f.start) for f in shown] == [(1, 8.0)]  # once: segment 0 was shown
     assert (r.offset, r.seen, r.last_end) == (9.5, 1, 9.4)
@@ -74,7 +75,7 @@ def test_a_restarted_server_gets_all_after_the_last_final_and_its_clock_goes_on(
     assert r.offset == 8.5 and r.said == 0.0
     # a drop on that new channel later: in flight on its clock, finals shown on ours
     buf = Buffer(5.0)
-    shown = r.joined(Channel([final(0, 0.5, 1.0)], 3.0, "b"), True, 3.2, buf)
+    shown = r.joined(Channel([final(0, 0.5, 1.0)], 3.0, "b"), True, 3.2, buf, goes_on=True)
     assert buf.asked == [pytest.approx(0.2)]
     assert [(f.segment, f.start) for f in shown] == [(0, 9.0)]
     assert r.offset == 11.5
@@ -113,3 +114,35 @@ def test_a_lead_not_sent_yet_stays_for_the_next_connection():
     r.said = 0.0  # (the speaker sent it)
     r.joined(Channel([], 0.0, "b"), True, 2.0, Buffer(5.0))
     assert r.said == 0.0
+
+
+def test_a_new_stream_on_the_same_channel_hears_a_second_before_as_context():
+    """Back on a channel that goes on in a new stream (a Ray replica gone: the channel ended at
+    its last final, 9.0 s; or back after the server's grace), the in-flight audio goes again
+    after a second before it, sent as ``said``; the server moves the stream's 0 back by it
+    (``Hub.said``), and so does the client's clock. Before, the new stream began exactly at
+    the channel's offset and its first word came clipped."""
+    r = started(final(0, 1.0, 2.0))
+    buf = Buffer(5.0)
+    shown = r.joined(Channel([final(0, 1.0, 2.0), final(1, 8.0, 9.0)], 9.0, "a"), True, 10.0,
+                     buf)
+    assert buf.asked == [2.0] and r.said == 1.0  # 1 s unheard, after 1 s heard
+    assert [f.segment for f in shown] == [1]
+    assert (r.restarts, r.offset) == (0.0, 8.0)  # the stream's 0 is 1 s before the offset
+    assert r.place(final(2, 1.2, 1.6)).start == pytest.approx(9.2)
+    # the held audio let 0.3 s of the lead go before it was sent: said 0.7, clock with it
+    assert r.to_say(0.3) == pytest.approx(0.7) and r.offset == pytest.approx(8.3)
+    assert r.said == 0.0
+    # the lead stays within what the dropped connection sent and what is still held
+    r = started()
+    r.joined(Channel([], 4.0, "a"), False, 0.0, Buffer(0))  # (a channel 4 s long before us)
+    r.joined(Channel([final(0, 4.1, 4.3)], 4.4, "a"), True, 1.0, Buffer(5.0))
+    assert r.said == pytest.approx(0.4) and r.offset == pytest.approx(4.0)
+    r = started(final(0, 1.0, 2.0))
+    r.joined(Channel([final(1, 8.0, 9.0)], 9.0, "a"), True, 10.0, Buffer(1.5))
+    assert r.said == pytest.approx(0.5) and r.offset == pytest.approx(8.5)
+    # a stream that goes on (``rejoined``) has its context: no lead
+    r = started(final(0, 1.0, 2.0))
+    buf = Buffer(5.0)
+    r.joined(Channel([final(1, 8.0, 9.0)], 9.0, "a"), True, 10.0, buf, goes_on=True)
+    assert buf.asked == [1.0] and r.said == 0.0 and r.offset == 9.0

@@ -162,6 +162,25 @@ def test_words_said_before_the_stream_began_are_context_never_said_again(said, d
     assert ends(ev) == ends(plain)
 
 
+def test_the_channels_last_word_heard_again_across_the_seam_is_not_said_twice():
+    """On a channel that goes on, the stream before was cut mid-word (a drop, a drain) and
+    made final the part it heard; the new stream hears that word whole, its middle past the
+    said seconds. The same text overlapping the channel's last word in time is that word:
+    not said. A word of another text there is said, and none starts inside the said seconds."""
+    audio, truth = make_stream(12, pause_every=3)
+    w, a, b = truth[4]
+    said = a + 0.3 * (b - a)  # (cut in its first third)
+    for last, heard in [(Word(f" {w.upper()}.", a, said, 0.9), False),
+                        (Word(" other", a, said, 0.9), True),
+                        (Word(f" {w}", a - 1.0, a - 0.5, 0.9), True)]:  # (earlier: another)
+        s = StreamSession(StreamOptions(), energy_vad())
+        s.said(said, last)
+        ev = drive(s, ScriptedDecoder(truth), audio)
+        words = [x for f in finals(ev) for x in f.words]
+        assert (words[0].word.strip() == w) is heard, (last, words[:2])
+        assert all(x.start >= said for x in words)
+
+
 def test_partials_come_before_their_finals_and_finals_never_repeat():
     audio, truth = make_stream(20)
     s = StreamSession(StreamOptions(), energy_vad())

@@ -63,10 +63,10 @@ async def still_open(url: str, session: str, seconds: float, token: str | None =
 
 
 async def speak(url: str, pcm: bytes, *, session: str | None = None, token: str | None = None,
-                chunk: int = 32000, pause: float = 0.0, timeout: float = 120.0
-                ) -> tuple[list[wire.Message], int | None]:
-    """Stream 16 kHz s16le ``pcm`` as a speaker, then ``close``; everything the server said,
-    and the close code."""
+                chunk: int = 32000, pause: float = 0.0, timeout: float = 120.0,
+                said: float | None = None) -> tuple[list[wire.Message], int | None]:
+    """Stream 16 kHz s16le ``pcm`` as a speaker (after ``said``, if given), then ``close``;
+    everything the server said, and the close code."""
     import json
     from urllib.parse import urlencode
 
@@ -82,6 +82,8 @@ async def speak(url: str, pcm: bytes, *, session: str | None = None, token: str 
 
         reader = asyncio.create_task(read())
         try:
+            if said is not None:
+                await ws.send(json.dumps({"type": "said", "seconds": said}))
             for i in range(0, len(pcm), chunk):
                 await ws.send(pcm[i : i + chunk])
                 await asyncio.sleep(pause)

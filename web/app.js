@@ -37,7 +37,7 @@ const state = {
   finishing: null,  // ... and the socket `close` went to
   // audio sent lately (to say again what a drop lost), how much of it on this connection,
   // where this connection began on the channel's clock, and its last final's end (own clock)
-  sent: [], sentBytes: 0, sentOnConn: 0, connOffset: null, lastEnd: null,
+  sent: [], sentBytes: 0, sentOnConn: 0, connOffset: null, joinedAt: 0, lastEnd: null,
   said: 0,  // seconds at the start of the held audio that were made final already
 };
 const BYTES_PER_S = 16000 * 2;
@@ -136,7 +136,7 @@ function onSpeakerMessage(m, ws, started) {
     state.session = m.session;
     state.viewToken = m.view_token || null;
     state.joined = true;
-    catchUp(m.session, again);
+    catchUp(m.session, again, m.rejoined === true);
     showShare(m.session);
     setStatus("live", "live");
     say(`${m.model} on ${m.device}/${m.compute_type}`);
@@ -167,7 +167,7 @@ function onSpeakerMessage(m, ws, started) {
  * shown once, before the new connection's, when the channel is the same life of the id
  * (`instance`); a restarted server's new channel numbers its finals from 0 again, so the count
  * starts over. */
-async function catchUp(session, again) {
+async function catchUp(session, again, goesOn) {
   const ws = state.live;
   state.caught = [];
   // (`said` stays while the held audio still begins with its lead: a connection that went
@@ -188,8 +188,18 @@ async function catchUp(session, again) {
     // back after the server's rejoin grace, this connection is the channel's next speaker
     // (its turn starts at the next final): a line of its own, as a viewer has it
     if ((tr.turns || []).includes(tr.finals.length)) endLine();
-    // what was in flight when it dropped: sent, never heard
-    if (state.connOffset !== null) sayAgain(sentOld - (tr.offset - state.connOffset));
+    // what was in flight when it dropped: sent, never heard; and when the server's stream
+    // is a new one on the channel (`ready` without `rejoined`: a Ray replica gone, or back
+    // after the server's grace), a second before it as context, as on a restarted server
+    if (state.connOffset !== null) {
+      const heard = tr.offset - state.connOffset;
+      const unheard = sentOld - heard;
+      if (goesOn || sentOld <= 0) sayAgain(unheard);  // (nothing sent: a lead not sent stays)
+      else {
+        const lead = Math.min(LEAD_S, Math.max(0, heard));
+        state.said = Math.max(0, sayAgain(unheard + lead) - Math.max(0, unheard));
+      }
+    }
   } else if (again) {
     // a restarted server lost what it had not made final: all after the last final shown,
     // and a second before it (within the dropped connection) as context, said to be final
@@ -212,7 +222,9 @@ async function catchUp(session, again) {
     }
   }
   state.instance = tr ? tr.instance : null;
-  state.connOffset = tr ? tr.offset : null;
+  // (a channel with a clock before the stream moves the stream's 0 back by `said`)
+  state.joinedAt = tr ? tr.offset : 0;
+  state.connOffset = tr ? tr.offset - Math.min(state.said, tr.offset) : null;
   state.sentOnConn = 0; state.lastEnd = null;
   const held = state.caught;
   state.caught = null;
@@ -343,7 +355,11 @@ function sendAudio(pcm) {
   while (state.heldBytes > HELD_MAX_BYTES) {
     const gone = state.held.shift().byteLength;
     state.heldBytes -= gone;
-    state.said = Math.max(0, state.said - gone / BYTES_PER_S);  // (its context went first)
+    const said = state.said;
+    state.said = Math.max(0, said - gone / BYTES_PER_S);  // (its context went first)
+    if (state.connOffset !== null) {
+      state.connOffset += Math.min(said, state.joinedAt) - Math.min(state.said, state.joinedAt);
+    }
   }
 }
 

@@ -17,7 +17,7 @@ export const said = (seconds) => JSON.stringify({ type: "said", seconds });
 
 // Server -> client message types and their fields; "name?" is a field that may be left out.
 export const SERVER_TYPES = {
-  ready: ["session", "model", "device", "compute_type", "sample_rate", "view_token?"],
+  ready: ["session", "model", "device", "compute_type", "sample_rate", "view_token?", "rejoined?"],
   partial: ["segment", "text", "start", "end"],
   final: ["segment", "text", "start", "end", "words?", "eou?"],
   utterance_end: ["end"],
