@@ -3,7 +3,7 @@
 Three things uvicorn does not do on its own: finish every open session before the sockets close
 on SIGTERM; let go of connections that never finish their request headers (uvicorn only times
 out idle keep-alive connections *after* a first response, so a silent or slowloris socket is
-kept for ever); and read frames a little past the app's own limit so the app can answer them
+kept for ever), or their TLS handshake (60 s otherwise); and read frames a little past the app's own limit so the app can answer them
 with ``message_too_large`` instead of the transport cutting them off with 1009. And one thing
 it does that the server declines: permessage-deflate (``ServerConfig.ws_deflate``). All of it
 is read from the app's :class:`~.app.ServerConfig`, so tests and ``serve`` behave the same.
@@ -12,6 +12,7 @@ is read from the app's :class:`~.app.ServerConfig`, so tests and ``serve`` behav
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 __all__ = ["graceful_server", "handshake_deadline"]
@@ -112,6 +113,7 @@ def graceful_server(app: Any, **kw: Any) -> Any:
 
     kw.setdefault("ws_ping_timeout", None)
     config = getattr(app.state, "config", None)
+    limit = config.handshake_timeout_s if config is not None else 0.0
     if config is not None:
         kw.setdefault("ws_max_size", config.max_frame_bytes)
         kw.setdefault("ws_per_message_deflate", config.ws_deflate)
@@ -119,6 +121,20 @@ def graceful_server(app: Any, **kw: Any) -> Any:
             kw["http"] = handshake_deadline(kw.get("http", "auto"), config.handshake_timeout_s)
 
     class GracefulServer(uvicorn.Server):
+        async def startup(self, sockets=None):  # type: ignore[no-untyped-def]
+            """With TLS, the handshake timeout covers the TLS handshake too: the header
+            deadline starts once it is done, and uvicorn gives it the event loop's own 60 s
+            (a client that connected and never said hello held its socket for a minute)."""
+            loop = asyncio.get_running_loop()
+            if self.config.ssl is None or limit <= 0:
+                return await super().startup(sockets)
+            loop.create_server = functools.partial(loop.create_server,  # type: ignore[method-assign]
+                                                   ssl_handshake_timeout=limit)
+            try:
+                return await super().startup(sockets)
+            finally:
+                del loop.create_server  # (the loop's own method again)
+
         async def shutdown(self, sockets=None):  # type: ignore[no-untyped-def]
             for server in self.servers:
                 server.close()

@@ -137,6 +137,64 @@ def test_silent_and_slowloris_connections_are_closed(served):
     assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
 
 
+@pytest.mark.timeout(120)
+def test_a_tls_handshake_that_never_finishes_is_let_go_at_the_handshake_timeout(tmp_path):
+    """With TLS the header deadline starts only once the TLS handshake is done, and uvicorn
+    gives the handshake Python's own 60 s: a client that connects and never says hello (or
+    stops halfway) held its socket for a minute whatever ``--handshake-timeout`` said."""
+    import ssl
+
+    key, crt = tmp_path / "k.pem", tmp_path / "c.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(crt)],
+                   check=True, capture_output=True)
+    port = _free_port()
+    log = tmp_path / "server.log"
+    with open(log, "w") as f:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "whisperwire.server", "serve", "--port", str(port),
+             "--tls-cert", str(crt), "--tls-key", str(key),
+             "--handshake-timeout", str(HANDSHAKE_S)], stdout=f, stderr=subprocess.STDOUT)
+    try:
+        for _ in range(600):
+            assert proc.poll() is None, log.read_text()
+            try:
+                if httpx.get(f"https://127.0.0.1:{port}/readyz", verify=False).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(5)]
+        halfway = [socket.create_connection(("127.0.0.1", port)) for _ in range(5)]
+        for s in halfway:  # a TLS record header that promises more than ever comes
+            s.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
+        open_ = {s.fileno(): s for s in silent + halfway}
+        deadline = time.monotonic() + HANDSHAKE_S + 5.0
+        while open_ and time.monotonic() < deadline:
+            readable, _, _ = select.select(list(open_.values()), [], [], 0.2)
+            for s in readable:
+                try:
+                    if s.recv(65536) == b"":
+                        del open_[s.fileno()]
+                except OSError:
+                    del open_[s.fileno()]
+        assert not open_, f"{len(open_)} of 10 connections still open"
+        for s in silent + halfway:
+            s.close()
+        # a client that does finish its handshake is served (and its headers' deadline holds)
+        ctx = ssl.create_default_context()
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+        with socket.create_connection(("127.0.0.1", port)) as raw, \
+                ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+            tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert tls.recv(65536).startswith(b"HTTP/1.1 200")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def _cli(*args: str, env: dict | None = None, timeout: float = 120):
     return subprocess.run([sys.executable, "-m", "whisperwire.server", *args],
                           check=False, capture_output=True, text=True, timeout=timeout,
