@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from whisperwire.server import wire
-from whisperwire.server.hub import on_channel_clock
+from whisperwire.server.hub import on_channel_clock, resume_at
 
 __all__ = ["Channel", "Rejoin"]
 
@@ -48,7 +48,8 @@ class Rejoin:
     # the first seconds of the audio to send that were final already (sent as ``said``, then
     # 0; a connection that drops before sending it leaves it for the next, the audio unsent)
     said: float = 0.0
-    _at: float = 0.0  # the channel's ``offset`` at the join
+    _at: float | None = None  # where the channel is final to, if it went on
+    _ch: float = 0.0  # its ``offset`` at the join
 
     def place(self, m: wire.Message, offset: float | None = None) -> wire.Message:
         """A message of this connection (or, with ``offset``, of the channel) on the clock."""
@@ -82,15 +83,17 @@ class Rejoin:
             self.said = max(0.0, resent - unheard)
             self.restarts, self.seen = self.offset + sent_on_old - resent, -1
         elif again:
-            # what was in flight when it dropped: sent, never heard
-            heard = ch.offset - (self.offset - self.restarts)
-            unheard = sent_on_old - heard
+            old_start = self.offset - self.restarts  # (on the channel's clock)
             if goes_on or sent_on_old <= 0:  # (nothing sent: a lead not sent yet stays)
-                say_again(unheard)
+                # what was in flight when it dropped: sent, never heard
+                say_again(old_start + sent_on_old - ch.offset)
             else:
                 # a new stream on the channel (a Ray replica gone; back after the server's
-                # grace): as on a restarted server, a second before it as context
-                lead = min(LEAD_S, max(0.0, heard))
+                # grace): all after where the channel is final to, and as on a restarted
+                # server a second before it (within the dropped connection) as context
+                resume = resume_at(ch.offset, ch.finals)
+                unheard = old_start + sent_on_old - resume
+                lead = min(LEAD_S, max(0.0, resume - old_start))
                 self.said = max(0.0, say_again(unheard + lead) - max(0.0, unheard))
             for f in ch.finals:
                 if f.segment > self.seen:
@@ -98,20 +101,28 @@ class Rejoin:
                     out.append(self.place(f, self.restarts))  # type: ignore[arg-type]
         self.instance = ch.instance or None
         self.seen = max(self.seen, ch.finals[-1].segment if ch.finals else -1)
-        # (a channel with a clock before the stream moves the stream's 0 back by ``said``:
-        # server/hub.py's ``said``)
-        self._at = ch.offset
-        self.offset = self.restarts + ch.offset - min(self.said, ch.offset)
+        # (on a channel with a clock before the stream, ``said`` puts the stream's 0 that long
+        # before where the channel is final to: server/hub.py's ``Hub.said``)
+        self._at = resume_at(ch.offset, ch.finals) if ch.offset > 0 or ch.finals else None
+        self._ch = ch.offset
+        self.offset = self.restarts + self._zero(ch.offset)
         return out
 
+    def _zero(self, offset: float) -> float:
+        """Where the connection's 0 lies on the channel's clock once ``said`` is sent."""
+        return offset if self._at is None or self.said <= 0 else max(0.0, self._at - self.said)
+
     def to_say(self, gone: float) -> float:
-        """The ``said`` to send now (then none), ``gone`` seconds having gone from the front of
-        the held audio since the join (the lead's first); the connection's clock moves with
-        what the server will move its own by."""
-        said = max(0.0, self.said - gone)
-        self.offset += min(self.said, self._at) - min(said, self._at)
+        """The ``said`` to send now, ``gone`` seconds having gone from the front of the held
+        audio since it was set (the lead's first); the connection's clock moves with the
+        server's. It stays until :meth:`said_sent` (a connection that drops first leaves it,
+        and the audio, for the next)."""
+        self.said = max(0.0, self.said - gone)
+        self.offset = self.restarts + self._zero(self._ch)
+        return self.said
+
+    def said_sent(self) -> None:
         self.said = 0.0
-        return said
 
     def _new_channel(self, ch: Channel) -> bool:
         """Whether the session is a new life of its id (the server restarted, or the channel

@@ -10,7 +10,9 @@ have finals this speaker never received: after the reconnect they are read from 
 transcript (``transcript.json``) and shown, each once (and not again if the stream sends them). Audio the dropped connection sent that
 never reached the server (in flight when it dropped) is sent again; a server that restarted has
 a new channel (``instance``) and lost what it had not made final, so everything after the last
-final shown is sent again. Every connection's times are put on the channel's clock (a
+final shown is sent again. A stream the server did not keep (``ready`` without ``rejoined``:
+a restarted server, another Ray replica, back after the grace) also gets the second before
+that point again, as context (``said``: :mod:`.rejoin`). Every connection's times are put on the channel's clock (a
 reconnected speaker's own times start again at 0; a restarted server's channel goes on after
 the old one's), so a saved file has one clock, as viewers and downloads have it.
 
@@ -328,8 +330,10 @@ class _Speaker:
             if self.clock.said:  # (a new stream after a drop: the audio said again begins with it)
                 # (less what the held audio let go from its front meanwhile: the lead went first)
                 said = self.clock.to_say((self.held.let_go - self._let_go_at_join) / self.bps)
+                self._let_go_at_join = self.held.let_go  # (counted into ``said`` now)
                 if said > 0:
                     await ws.send(json.dumps({"type": "said", "seconds": round(said, 3)}))
+                self.clock.said_sent()
             while True:
                 self.more.clear()
                 piece = self.held.take()
@@ -406,6 +410,10 @@ class _Speaker:
                 self.say(f"cannot read session {self.session!r}'s transcript: times here are "
                          "this connection's own, not the session's")
             return True
+        # (a lead a dropped connection never sent is still the held audio's front: what that
+        # let go since counts against it)
+        self.clock.said = max(0.0, self.clock.said
+                              - (self.held.let_go - self._let_go_at_join) / self.bps)
         for f in self.clock.joined(ch, again, on_old, self._say_again, goes_on):
             self._show(f)  # (on the clock already)
         self._let_go_at_join = self.held.let_go

@@ -75,7 +75,8 @@ class _Channel:
     seq: int = 0
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     next_batch: int = 0  # the live speaker's next batch number
-    pending: dict[int, tuple[list[str], float | None]] = field(default_factory=dict)
+    # batch number -> (events, the speaker's end, where its stream's 0 moved: ``said``)
+    pending: dict[int, tuple[list[str], float | None, float | None]] = field(default_factory=dict)
 
     def bump(self) -> None:
         """Something changed: the next sequence number, and the followers wake up."""
@@ -158,39 +159,35 @@ class Directory:
             ch.bump()
             ch.log.append((ch.seq, text))
         _, orphans = self.orphans.pop((session, claim), (0.0, {}))
-        for n, (events, end) in sorted(orphans.items()):
+        for n, (events, end, offset) in sorted(orphans.items()):
             if n >= batch:  # (those before are in ``state``)
-                await self.publish(session, claim, n, events, end)
+                await self.publish(session, claim, n, events, end, offset)
         return {"session": session}
 
     async def publish(self, session: str, claim: int, batch: int, events: list[str],
-                      end: float | None = None) -> None:
+                      end: float | None = None, offset: float | None = None) -> None:
         """Batch number ``batch`` of the live speaker ``claim``: events on the channel's clock,
-        and with ``end`` (its audio seconds) the speaker's end. Batches apply in number order;
-        a stale claim's (a replica that lost its lease) are ignored."""
+        and with ``end`` (its audio seconds) the speaker's end; with ``offset``, where its
+        stream's 0 lies on the channel's clock from now (``said``: :meth:`.hub.Hub.said`).
+        Batches apply in number order; a stale claim's (a replica that lost its lease) are
+        ignored."""
         ch = self.channels.get(session)
         if ch is None:  # (kept a while: its replica may be about to give the channel back)
             self.orphans.setdefault((session, claim), (time.monotonic(), {}))[1][batch] = (
-                events, end)
+                events, end, offset)
             return
         if ch.claim != claim or not ch.live:
             return
-        ch.pending[batch] = (events, end)
+        ch.pending[batch] = (events, end, offset)
         while ch.live and ch.next_batch in ch.pending:
-            events, end = ch.pending.pop(ch.next_batch)
+            events, end, offset = ch.pending.pop(ch.next_batch)
             ch.next_batch += 1
+            if offset is not None:
+                ch.offset = ch.audio_seconds = offset
+                ch.bump()
             self._apply(ch, events)
             if end is not None:
                 self._end(ch, end)
-
-    async def said(self, session: str, claim: int, seconds: float) -> None:
-        """The live speaker ``claim``'s stream begins ``seconds`` before the channel's offset
-        (:meth:`.hub.Hub.said`), before its first batch."""
-        ch = self.channels.get(session)
-        if ch is not None and ch.claim == claim and ch.live:
-            ch.offset -= seconds
-            ch.audio_seconds = ch.offset
-            ch.bump()
 
     def _apply(self, ch: _Channel, events: list[str]) -> None:
         for text in events:
@@ -422,12 +419,13 @@ class ClusterHub(Hub):
         self._sessions[sid], self._claims[sid], self._batches[sid] = t, r["claim"], 0
         return t
 
-    def _send(self, sid: str, events: list[str], end: float | None = None) -> None:
+    def _send(self, sid: str, events: list[str], end: float | None = None,
+              offset: float | None = None) -> None:
         claim = self._claims.get(sid)
         if claim is not None:
             n = self._batches[sid]
             self._batches[sid] = n + 1
-            self.actor.publish.remote(sid, claim, n, events, end)
+            self.actor.publish.remote(sid, claim, n, events, end, offset)
 
     def publish(self, t: Transcript, msg: Message) -> None:
         if not isinstance(msg, (Final, Partial, Closed)):
@@ -436,13 +434,12 @@ class ClusterHub(Hub):
         self.deliver(t, msg)
         self._send(t.session, [wire.encode(msg)])
 
-    def said(self, t: Transcript, seconds: float) -> float:
-        shift = super().said(t, seconds)
-        claim = self._claims.get(t.session)
-        if shift and claim is not None:
-            # (before the stream's first batch, and a caller's calls run in their order)
-            self.actor.said.remote(t.session, claim, shift)
-        return shift
+    def said(self, t: Transcript, seconds: float) -> bool:
+        before = t.offset
+        goes_on = super().said(t, seconds)
+        if t.offset != before:  # (a batch: it applies in its number's order)
+            self._send(t.session, [], offset=t.offset)
+        return goes_on
 
     def end(self, t: Transcript, audio_seconds: float = 0.0) -> None:
         t.live = False

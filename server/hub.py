@@ -29,7 +29,7 @@ from .subtitles import at_turns
 from .text import finals_text
 from .wire import Channel, Closed, Final, Language, Message, Partial, Status, UtteranceEnd
 
-__all__ = ["Hub", "Outbox", "Transcript", "new_session_id", "on_channel_clock"]
+__all__ = ["Hub", "Outbox", "Transcript", "new_session_id", "on_channel_clock", "resume_at"]
 
 
 def new_session_id() -> str:
@@ -123,6 +123,14 @@ class Transcript:
         return finals_text(self.finals)
 
 
+def resume_at(offset: float, finals: list[Final]) -> float:
+    """Where a channel that goes on is final to: its offset (the last stream's end), or its
+    last final's end if later (a stream that ended inside the audio said again before it:
+    a second drop right after the first). A speaker back on it in a new stream sends again
+    from there, with ``said`` before it (``client/rejoin.py`` counts the same)."""
+    return max(offset, finals[-1].end if finals else 0.0)
+
+
 def on_channel_clock(msg: Message, offset: float) -> Message:
     """A speaker's event with its times moved onto the channel's clock."""
     if not offset or not isinstance(msg, (Final, Partial, Closed)):
@@ -213,16 +221,17 @@ class Hub:
             if v.dropped:
                 t.viewers.discard(v)
 
-    def said(self, t: Transcript, seconds: float) -> float:
+    def said(self, t: Transcript, seconds: float) -> bool:
         """The live speaker's new stream begins with ``seconds`` made final already (``said``):
         on a channel whose clock ran before it (a speaker back on it after a drop, in a new
-        stream: on another Ray replica, or after the grace), its time 0 moves back by them,
-        so that its finals (after them) go on where the channel's did; a new channel's clock
-        starts at the stream's 0. Returns how far it moved."""
-        shift = min(max(0.0, seconds), t.offset)
-        t.offset -= shift
-        t.audio_seconds = t.offset
-        return shift
+        stream: on another Ray replica, or after the grace), its time 0 is that long before
+        where the channel is final to (:func:`resume_at`), so that its finals (after them) go
+        on where the channel's did; a new channel's clock starts at the stream's 0. Whether
+        the channel went on."""
+        if not (t.offset > 0 or t.finals):
+            return False
+        t.offset = t.audio_seconds = max(0.0, resume_at(t.offset, t.finals) - max(0.0, seconds))
+        return True
 
     def rejoined(self, t: Transcript, taken_s: float) -> None:
         """The live speaker came back on a new connection ``taken_s`` into its stream."""

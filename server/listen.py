@@ -147,6 +147,7 @@ class ListenConnection:
         self._writer: asyncio.Task | None = None
         self._back: asyncio.Future | None = None  # while a dropped speaker may come back
         self._let_go: asyncio.Future | None = None  # a rejoined socket's handler waits on it
+        self._said_once = False  # (``said`` moves the channel's clock: once a stream)
         self.may_come_back = False  # the socket went without hanging up on purpose
         self.cut = False  # the server stopped before the last words were decoded
         self._pump: asyncio.Task | None = None
@@ -495,13 +496,15 @@ class ListenConnection:
     def _said(self, seconds: float) -> None:
         """``said``: only before the stream's first audio (a stream this connection goes on
         with, back within the grace, has its own context), and at most ``MAX_SAID_S``."""
-        if self.session.samples_in or self.taken_s:
-            raise ClientError("bad_message", "'said' comes before the stream's first audio")
+        if self.session.samples_in or self.taken_s or self._said_once:
+            raise ClientError("bad_message",
+                              "'said' comes once, before the stream's first audio")
         if not 0.0 <= seconds <= wire.MAX_SAID_S:
             raise ClientError("bad_message", f"'said' is 0 to {wire.MAX_SAID_S:g} seconds")
+        self._said_once = True
         t = self.transcript
-        shift = self.hub.said(t, seconds)
-        words = [w for f in t.finals[-1:] for w in f.words[-1:]] if shift else []
+        goes_on = self.hub.said(t, seconds)
+        words = [w for f in t.finals[-1:] for w in f.words[-1:]] if goes_on else []
         self.session.said(seconds, next((dataclasses.replace(
             w, start=w.start - t.offset, end=w.end - t.offset) for w in words), None))
 

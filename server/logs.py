@@ -23,8 +23,8 @@ _QUERY_PARAM = re.compile(r"([?&;])([^=&;\s\"'#]*%[^=&;\s\"'#]*)=([^&;\s\"'#]*)"
 # a URL's query, taken apart parameter by parameter: a mistyped one ("token%3DX", "token+=X",
 # "token[]=X") is refused by the server but is still the user's secret
 _QUERY = re.compile(r"\?([^\s\"'#]+)")
-_QUERY_SEP = re.compile(r"([&;])")
-_SECRET_NAME = re.compile(r"token|secret|password|(?:^|[_-])key$|^apikey$")
+_QUERY_SEP = re.compile(r"([&;?])")  # (a second "?" inside a query starts a parameter too)
+_SECRET_NAME = re.compile(r"token|secret|password|auth|bearer|(?:^|[_-])key$|^apikey$")
 _BEARER = re.compile(r"(bearer\s+)\S+", re.IGNORECASE)
 # request headers, as websockets logs them at debug level: the whole Authorization value
 # (Deepgram's "Token X" too), and the token a browser puts among its WebSocket subprotocols
@@ -67,7 +67,7 @@ def _query(m: re.Match[str]) -> str:
 def _param(raw: str) -> str:
     """One query parameter as logged: its value ``***`` if its decoded name says a secret (the
     whole parameter, where an encoded "=" hides which part is the name)."""
-    if raw in ("&", ";"):
+    if raw in ("&", ";", "?"):
         return raw
     name, eq, _ = raw.partition("=")
     if not _SECRET_NAME.search(unquote_plus(name if eq else raw).strip().lower()):

@@ -79,6 +79,10 @@ def test_view_tokens_are_per_channel_stable_and_view_only():
     "GET /x?token%00=SECRET",
     "GET /x?api_key=SECRET",
     '"WebSocket /v1/listen?a=1;token%3DSECRET" [accepted]',
+    "GET /x?session=a?token%3DSECRET",
+    "GET /x?auth=SECRET",
+    "GET /x?Authorization=Bearer%20SECRET",
+    "GET /x?bearer=SECRET",
 ])
 def test_redact(line):
     out = redact(line)

@@ -137,14 +137,19 @@ def test_said_moves_a_new_streams_clock_back_on_a_channel_that_goes_on():
     go on where the channel's ended. A new channel's clock starts at the stream's 0."""
     hub = Hub(retention_s=60)
     t = hub.open("seam")
-    assert hub.said(t, 1.0) == 0.0 and t.offset == 0.0  # (nothing before it)
+    assert hub.said(t, 1.0) is False and t.offset == 0.0  # (nothing before it)
     hub.publish(t, wire.Final(0, "one", 7.0, 9.0))
     hub.end(t, audio_seconds=9.0)
     t = hub.open("seam")
     assert t.offset == 9.0
-    assert hub.said(t, 1.0) == 1.0 and (t.offset, t.audio_seconds) == (8.0, 8.0)
+    assert hub.said(t, 1.0) is True and (t.offset, t.audio_seconds) == (8.0, 8.0)
     hub.publish(t, wire.Final(1, "two", 1.0, 1.5))  # (said words never start before 1.0)
     assert [(f.start, f.end) for f in t.finals] == [(7.0, 9.0), (9.0, 9.5)]
+    # that stream ends 0.3 s in, inside the second said again; the next one's 0 is a second
+    # before where the channel is final to (9.5), not before its end (8.3)
+    hub.end(t, audio_seconds=0.3)
+    t = hub.open("seam")
+    assert t.offset == pytest.approx(8.3) and hub.said(t, 1.0) and t.offset == 8.5
 
 
 async def _until_none(v):  # type: ignore[no-untyped-def]

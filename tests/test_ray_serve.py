@@ -273,7 +273,9 @@ def test_the_directory_applies_a_speakers_calls_in_their_order():
 def test_the_directory_moves_a_new_streams_clock_back_by_said():
     """As the replica's hub (``Hub.said``): a speaker back on its channel on another replica
     sends a second before the channel's end as context; the directory's clock for its stream
-    moves back with it, so its finals, its end and a later speaker stay where they are."""
+    moves back with it, so its finals, its end and a later speaker stay where they are. The
+    move is a numbered batch, so it applies before the stream's finals and end whatever order
+    an async actor runs the calls in."""
     from whisperwire.server.cluster_hub import Directory
 
     async def go() -> dict:
@@ -283,9 +285,9 @@ def test_the_directory_moves_a_new_streams_clock_back_by_said():
                         end=9.0)
         r = await d.claim("seam", "replica-2")
         assert r["offset"] == 9.0
-        await d.said("seam", r["claim"] + 1, 1.0)  # (another claim's: ignored)
-        await d.said("seam", r["claim"], 1.0)
-        await d.publish("seam", r["claim"], 0, [], end=3.0)
+        await d.publish("seam", r["claim"] + 1, 0, [], offset=5.0)  # (another claim's)
+        await d.publish("seam", r["claim"], 1, [], end=3.0)  # (overtaking the move...)
+        await d.publish("seam", r["claim"], 0, [], offset=8.0)  # (...which applies first)
         return await d.snapshot("seam")
 
     snap = run(go())

@@ -132,7 +132,13 @@ def test_a_new_stream_on_the_same_channel_hears_a_second_before_as_context():
     assert r.place(final(2, 1.2, 1.6)).start == pytest.approx(9.2)
     # the held audio let 0.3 s of the lead go before it was sent: said 0.7, clock with it
     assert r.to_say(0.3) == pytest.approx(0.7) and r.offset == pytest.approx(8.3)
+    assert r.said == pytest.approx(0.7)  # (until it is sent: a drop first leaves it)
+    r.said_sent()
     assert r.said == 0.0
+    # ... all of it let go: no 'said', and the stream's 0 where the channel's offset is
+    r = started(final(0, 1.0, 2.0))
+    r.joined(Channel([final(1, 8.0, 9.0)], 9.0, "a"), True, 10.0, Buffer(5.0))
+    assert r.to_say(1.5) == 0.0 and r.offset == 9.0
     # the lead stays within what the dropped connection sent and what is still held
     r = started()
     r.joined(Channel([], 4.0, "a"), False, 0.0, Buffer(0))  # (a channel 4 s long before us)
@@ -146,3 +152,20 @@ def test_a_new_stream_on_the_same_channel_hears_a_second_before_as_context():
     buf = Buffer(5.0)
     r.joined(Channel([final(1, 8.0, 9.0)], 9.0, "a"), True, 10.0, buf, goes_on=True)
     assert buf.asked == [1.0] and r.said == 0.0 and r.offset == 9.0
+
+
+def test_a_second_drop_before_the_lead_was_heard_says_it_all_again():
+    """Back in a new stream with 1 s said, the connection drops again when that stream has
+    taken only 0.3 s: the channel's offset (its end) is inside audio final already (up to
+    9.0). The next connection sends again from a second before 9.0, all of that second
+    said: before, the lead was counted from the channel's offset (0.3 s), and 0.7 s of
+    final words were decoded again."""
+    r = started(final(0, 1.0, 2.0))
+    r.joined(Channel([final(1, 8.0, 9.0)], 9.0, "a"), True, 10.0, Buffer(20.0))
+    assert (r.said, r.offset) == (1.0, 8.0)
+    r.said_sent()
+    buf = Buffer(20.0)
+    # the new stream began at 8.0 (said 1.0) and took 0.3 s: the channel ends at 8.3
+    r.joined(Channel([final(0, 1.0, 2.0), final(1, 8.0, 9.0)], 8.3, "a"), True, 1.3, buf)
+    assert buf.asked == [pytest.approx(1.3)] and r.said == pytest.approx(1.0)
+    assert r.offset == pytest.approx(8.0)  # (the server: 9.0, where it is final to, less 1.0)

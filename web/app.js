@@ -37,7 +37,8 @@ const state = {
   finishing: null,  // ... and the socket `close` went to
   // audio sent lately (to say again what a drop lost), how much of it on this connection,
   // where this connection began on the channel's clock, and its last final's end (own clock)
-  sent: [], sentBytes: 0, sentOnConn: 0, connOffset: null, joinedAt: 0, lastEnd: null,
+  sent: [], sentBytes: 0, sentOnConn: 0, connOffset: null, joinedAt: null, chOffset: null,
+  lastEnd: null,
   said: 0,  // seconds at the start of the held audio that were made final already
 };
 const BYTES_PER_S = 16000 * 2;
@@ -190,13 +191,15 @@ async function catchUp(session, again, goesOn) {
     if ((tr.turns || []).includes(tr.finals.length)) endLine();
     // what was in flight when it dropped: sent, never heard; and when the server's stream
     // is a new one on the channel (`ready` without `rejoined`: a Ray replica gone, or back
-    // after the server's grace), a second before it as context, as on a restarted server
+    // after the server's grace), all after where the channel is final to, and a second
+    // before it as context, as on a restarted server (client/rejoin.py counts the same)
     if (state.connOffset !== null) {
-      const heard = tr.offset - state.connOffset;
-      const unheard = sentOld - heard;
-      if (goesOn || sentOld <= 0) sayAgain(unheard);  // (nothing sent: a lead not sent stays)
-      else {
-        const lead = Math.min(LEAD_S, Math.max(0, heard));
+      if (goesOn || sentOld <= 0) {  // (nothing sent: a lead not sent yet stays)
+        sayAgain(state.connOffset + sentOld - tr.offset);
+      } else {
+        const resume = resumeAt(tr);
+        const unheard = state.connOffset + sentOld - resume;
+        const lead = Math.min(LEAD_S, Math.max(0, resume - state.connOffset));
         state.said = Math.max(0, sayAgain(unheard + lead) - Math.max(0, unheard));
       }
     }
@@ -222,9 +225,11 @@ async function catchUp(session, again, goesOn) {
     }
   }
   state.instance = tr ? tr.instance : null;
-  // (a channel with a clock before the stream moves the stream's 0 back by `said`)
-  state.joinedAt = tr ? tr.offset : 0;
-  state.connOffset = tr ? tr.offset - Math.min(state.said, tr.offset) : null;
+  // (on a channel with a clock before the stream, `said` puts the stream's 0 that long
+  // before where the channel is final to: server/hub.py's Hub.said)
+  state.joinedAt = tr && (tr.offset > 0 || tr.finals.length) ? resumeAt(tr) : null;
+  state.chOffset = tr ? tr.offset : null;
+  state.connOffset = connZero();
   state.sentOnConn = 0; state.lastEnd = null;
   const held = state.caught;
   state.caught = null;
@@ -338,6 +343,19 @@ async function start() {
   $("stop").disabled = false;
 }
 
+/** Where the channel is final to: its offset (the last stream's end), or its last final's
+ * end if later (server/hub.py's resume_at). */
+function resumeAt(tr) {
+  return Math.max(tr.offset, tr.finals.length ? tr.finals[tr.finals.length - 1].end : 0);
+}
+
+/** Where this connection's 0 lies on the channel's clock once `said` is sent. */
+function connZero() {
+  if (state.chOffset === null) return null;
+  if (state.joinedAt === null || state.said <= 0) return state.chOffset;
+  return Math.max(0, state.joinedAt - state.said);
+}
+
 /** Audio to the live socket; while there is none (connecting, or reconnecting after a drop)
  * it is held, up to HELD_MAX_BYTES (the oldest goes first), and sent when the server takes the
  * page again: a network blip loses no speech. Before, it was sent to no one. */
@@ -355,11 +373,8 @@ function sendAudio(pcm) {
   while (state.heldBytes > HELD_MAX_BYTES) {
     const gone = state.held.shift().byteLength;
     state.heldBytes -= gone;
-    const said = state.said;
-    state.said = Math.max(0, said - gone / BYTES_PER_S);  // (its context went first)
-    if (state.connOffset !== null) {
-      state.connOffset += Math.min(said, state.joinedAt) - Math.min(state.said, state.joinedAt);
-    }
+    state.said = Math.max(0, state.said - gone / BYTES_PER_S);  // (its context went first)
+    state.connOffset = connZero();
   }
 }
 
