@@ -66,18 +66,20 @@ def replay(engine: Engine, audio: np.ndarray, mode: str = "realtime",
            stream: StreamOptions | None = None, vad: VadOptions | None = None,
            language: str | None = None, speed: float = 1.0,
            cost: Callable[[DecodeRequest], float] | None = None, busy: bool = False,
-           lost_at: float | None = None, said: float = 0.0) -> Replay:
+           lost_at: float | None = None, said: float = 0.0,
+           said_last: wire.Word | None = None) -> Replay:
     """Stream ``audio`` (16 kHz float32) through a session; ``speed`` scales the virtual clock
     in realtime mode (2.0: the speaker talks twice as fast as real time). ``cost`` charges each
     decode a modelled time instead of its measured one (see :func:`modelled_cost`), so that a
     policy compares with itself on a busy machine. ``busy``: every decode asked for as if the
     engine were saturated (the finals a stream gets under load). ``lost_at``: the server is
     lost at that virtual second (realtime): the finals that went out before it, no flush.
-    ``said``: the stream's first seconds were made final before (``StreamSession.said``)."""
+    ``said``: the stream's first seconds were made final before (``StreamSession.said``), and
+    ``said_last`` the channel's last word before them, on this stream's clock."""
     vo = vad or VadOptions()
     s = StreamSession(stream or StreamOptions(), VadSegmenter(vo, webrtc_classifier(vo.aggressiveness)),
                       language=language)
-    s.said(said)
+    s.said(said, said_last)
     out = Replay()
     fed = 0
     clock = 0.0  # virtual seconds since the first sample

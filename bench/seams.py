@@ -7,6 +7,10 @@ went out before it; the restarted server hears the rest from the last final's en
 joined finals' WER, adjacent repeats the reference does not have, and the words on each side of
 the seam; per lead, the mean WER over places. The uninterrupted replay is the yardstick.
 
+``--drained``: the server is not lost but drained (a Ray replica scaled down; a speaker
+back after the grace): it decodes all it heard up to that moment, a word cut there included,
+and the speaker goes on in the same channel from there, in a new stream on another server.
+
     python -m bench.seams --only en-01 --places 6 --name seams-en01     # ~8 min per file
 """
 
@@ -22,22 +26,33 @@ from .replay import modelled_cost, replay
 RATE = 16000
 
 
-def seams(engine, item, places: list[float], leads: list[float]  # type: ignore[no-untyped-def]
-          ) -> dict[float, list[dict]]:
+def seams(engine, item, places: list[float], leads: list[float],  # type: ignore[no-untyped-def]
+          drained: bool = False) -> dict[float, list[dict]]:
     """Per lead, per place: the seam's figures (the lost server's replay is one per place)."""
+    from whisperwire.server import wire
+
     from .accuracy import errors, score_units
 
     ref = score_units(item.reference, item.language)
     out: dict[float, list[dict]] = {lead: [] for lead in leads}
     for at in places:
-        before = replay(engine, item.audio, language=item.language, cost=modelled_cost,
-                        lost_at=at).finals
-        last = before[-1].end if before else 0.0
+        if drained:  # (all it heard decoded: the channel ends where the audio did)
+            before = replay(engine, item.audio[: int(at * RATE)], language=item.language,
+                            cost=modelled_cost).finals
+            last = at
+        else:
+            before = replay(engine, item.audio, language=item.language, cost=modelled_cost,
+                            lost_at=at).finals
+            last = before[-1].end if before else 0.0
         a = " ".join(f.text for f in before)
+        word = before[-1].words[-1] if before and before[-1].words else None
         for lead in leads:
             start = max(0.0, last - lead)
+            # (the channel's last word, on the new stream's clock, where it goes on)
+            said_last = wire.Word(word.word, word.start - start, word.end - start, 0.0) \
+                if drained and word is not None and lead else None
             after = replay(engine, item.audio[int(start * RATE):], language=item.language,
-                           cost=modelled_cost, said=last - start).finals
+                           cost=modelled_cost, said=last - start, said_last=said_last).finals
             b = " ".join(f.text for f in after)
             e = errors(ref, score_units(f"{a} {b}", item.language))
             out[lead].append({"lost_at": at, "last_final_end": round(last, 2),
@@ -49,9 +64,11 @@ def seams(engine, item, places: list[float], leads: list[float]  # type: ignore[
 
 
 def markdown(name: str, o: dict) -> str:
-    lines = [f"# {name}", "", "A server lost at each place (replay on the modelled clock), its "
-             "speaker back on a restarted one from its last final's end, with the lead before "
-             "it sent again as context (`said`); WER % of all finals joined.", ""]
+    how = ("drained at each place (all it heard made final), its speaker going on in the same "
+           "channel from there" if o.get("drained") else
+           "lost at each place, its speaker back on a restarted one from its last final's end")
+    lines = [f"# {name}", "", f"A server {how} (replay on the modelled clock), with the lead "
+             "before it sent again as context (`said`); WER % of all finals joined.", ""]
     for f, by_lead in o["files"].items():
         lines += [f"## {f}", "", f"Uninterrupted: {o['whole'][f]:.2f} %.", "",
                   "| lead s | mean WER % | repeats | seams |", "|---|---|---|---|"]
@@ -74,20 +91,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default="en-01", help="comma-separated parts of file names")
     p.add_argument("--places", type=int, default=6, help="evenly spread over each file")
     p.add_argument("--leads", default="0,1", help="seconds sent again before the last final")
+    p.add_argument("--drained", action="store_true",
+                   help="the server drains at each place (all it heard made final), not lost")
     p.add_argument("--out", type=Path, default=RESULTS)
     a = p.parse_args(argv)
     engine = Engine(EngineOptions(cpu_threads=1))
     engine.load()
     only = [x for x in a.only.split(",") if x]
     chosen = [it for it in items(multilingual=False) if any(x in it.name for x in only)]
-    o: dict = {"files": {}, "whole": {}}
+    o: dict = {"files": {}, "whole": {}, "drained": a.drained}
     for it in chosen:
         seconds = len(it.audio) / RATE
         places = [round(seconds * (k + 1) / (a.places + 1), 1) for k in range(a.places)]
         whole = replay(engine, it.audio, language=it.language, cost=modelled_cost)
         ref = score_units(it.reference, it.language)
         o["whole"][it.name] = 100 * errors(ref, score_units(whole.text, it.language))["wer"]
-        by_lead = seams(engine, it, places, [float(x) for x in a.leads.split(",")])
+        by_lead = seams(engine, it, places, [float(x) for x in a.leads.split(",")], a.drained)
         o["files"][it.name] = {f"{lead:g}": runs for lead, runs in by_lead.items()}
     save_results(a.out, a.name, o, markdown(a.name, o))
     return 0
