@@ -4,6 +4,7 @@ mistakes are sentences, not tracebacks."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -31,31 +32,60 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    log = tmp_path_factory.mktemp("served") / "server.log"
+@contextlib.contextmanager
+def _serve(log, *args: str, scheme: str = "http"):  # type: ignore[no-untyped-def]
+    """``whisperwire serve`` on a free port with ``args``, its output in ``log``: the port, once
+    it is ready; stopped after."""
     port = _free_port()
     with open(log, "w") as f:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "whisperwire.server", "serve", "--port", str(port),
-             "--token", TOKEN, "--log-level", "debug", "--handshake-timeout", str(HANDSHAKE_S)],
-            stdout=f, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([sys.executable, "-m", "whisperwire.server", "serve", "--port",
+                                 str(port), *args], stdout=f, stderr=subprocess.STDOUT)
     try:
         for _ in range(600):
             if proc.poll() is not None:
                 pytest.fail(f"serve exited: {log.read_text()}")
             try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
+                if httpx.get(f"{scheme}://127.0.0.1:{port}/readyz",
+                             verify=False).status_code == 200:
                     break
             except httpx.HTTPError:
                 time.sleep(0.1)
-        yield port, log
+        yield port
     finally:
         proc.terminate()
         try:
             proc.wait(30)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    log = tmp_path_factory.mktemp("served") / "server.log"
+    with _serve(log, "--token", TOKEN, "--log-level", "debug", "--handshake-timeout",
+                str(HANDSHAKE_S)) as port:
+        yield port, log
+
+
+def _still_open(socks: list, seconds: float, poke=None) -> int:  # type: ignore[no-untyped-def]
+    """How many of ``socks`` the server has not closed after ``seconds``; ``poke(sock)`` is
+    called every 0.2 s on each still open."""
+    open_ = {s.fileno(): s for s in socks}
+    deadline = time.monotonic() + seconds
+    while open_ and time.monotonic() < deadline:
+        for s in list(open_.values()) if poke else ():
+            try:
+                poke(s)
+            except OSError:
+                pass
+        readable, _, _ = select.select(list(open_.values()), [], [], 0.2)
+        for s in readable:
+            try:
+                if s.recv(65536) == b"":
+                    del open_[s.fileno()]
+            except OSError:
+                del open_[s.fileno()]
+    return len(open_)
 
 
 @pytest.mark.timeout(120)
@@ -112,24 +142,15 @@ def test_silent_and_slowloris_connections_are_closed(served):
         s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
     for s in upgrade:
         s.sendall(b"GET /v1/listen HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n")
-    open_ = {s.fileno(): s for s in silent + slow + upgrade}
-    deadline = time.monotonic() + HANDSHAKE_S + 4.0
+    trickling = {s.fileno() for s in slow + upgrade}
+
+    def poke(s) -> None:  # type: ignore[no-untyped-def]
+        if s.fileno() in trickling:  # one header line every 0.2 s: never finished
+            s.sendall(b"X-Slow: 1\r\n")
+
     try:
-        while open_ and time.monotonic() < deadline:
-            for s in slow + upgrade:  # one header line every 0.2 s: never finished
-                if s.fileno() in open_:
-                    try:
-                        s.sendall(b"X-Slow: 1\r\n")
-                    except OSError:
-                        pass
-            readable, _, _ = select.select(list(open_.values()), [], [], 0.2)
-            for s in readable:
-                try:
-                    if s.recv(65536) == b"":
-                        del open_[s.fileno()]
-                except OSError:
-                    del open_[s.fileno()]
-        assert not open_, f"{len(open_)} of 25 connections still open"
+        left = _still_open(silent + slow + upgrade, HANDSHAKE_S + 4.0, poke)
+        assert not left, f"{left} of 25 connections still open"
     finally:
         for s in silent + slow + upgrade:
             s.close()
@@ -148,51 +169,25 @@ def test_a_tls_handshake_that_never_finishes_is_let_go_at_the_handshake_timeout(
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
                     "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(crt)],
                    check=True, capture_output=True)
-    port = _free_port()
-    log = tmp_path / "server.log"
-    with open(log, "w") as f:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "whisperwire.server", "serve", "--port", str(port),
-             "--tls-cert", str(crt), "--tls-key", str(key),
-             "--handshake-timeout", str(HANDSHAKE_S)], stdout=f, stderr=subprocess.STDOUT)
-    try:
-        for _ in range(600):
-            assert proc.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"https://127.0.0.1:{port}/readyz", verify=False).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+    with _serve(tmp_path / "server.log", "--tls-cert", str(crt), "--tls-key", str(key),
+                "--handshake-timeout", str(HANDSHAKE_S), scheme="https") as port:
         silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(5)]
         halfway = [socket.create_connection(("127.0.0.1", port)) for _ in range(5)]
-        for s in halfway:  # a TLS record header that promises more than ever comes
-            s.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
-        open_ = {s.fileno(): s for s in silent + halfway}
-        deadline = time.monotonic() + HANDSHAKE_S + 5.0
-        while open_ and time.monotonic() < deadline:
-            readable, _, _ = select.select(list(open_.values()), [], [], 0.2)
-            for s in readable:
-                try:
-                    if s.recv(65536) == b"":
-                        del open_[s.fileno()]
-                except OSError:
-                    del open_[s.fileno()]
-        assert not open_, f"{len(open_)} of 10 connections still open"
-        for s in silent + halfway:
-            s.close()
-        # a client that does finish its handshake is served (and its headers' deadline holds)
+        try:
+            for s in halfway:  # a TLS record header that promises more than ever comes
+                s.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
+            left = _still_open(silent + halfway, HANDSHAKE_S + 5.0)
+            assert not left, f"{left} of 10 connections still open"
+        finally:
+            for s in silent + halfway:
+                s.close()
+        # a client that does finish its handshake is served
         ctx = ssl.create_default_context()
         ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
         with socket.create_connection(("127.0.0.1", port)) as raw, \
                 ctx.wrap_socket(raw, server_hostname="localhost") as tls:
             tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             assert tls.recv(65536).startswith(b"HTTP/1.1 200")
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def _cli(*args: str, env: dict | None = None, timeout: float = 120):
