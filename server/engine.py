@@ -33,6 +33,7 @@ from .cores import usable_cores
 from .decoding import DecodeRequest, DecodeResult
 from .models import EMBEDDED, resolve_model
 from .rereads import loop_start
+from .text import is_unspaced
 from .text import split_units as split_text_units
 from .wire import Word
 
@@ -787,17 +788,33 @@ class Engine:
         out = []
         for al, skip, tok in zip(aligned, n_prefix, toks):
             merge_punctuations(al, "\"'“¿([{-", "\"'.。,，!！?？:：”)]}、")
-            words, seen = [], 0
+            words, seen, last = [], 0, ""
             for a in al:
                 before, seen = seen, seen + len(a["tokens"])
-                if not a["word"] or seen <= skip:
+                # (in an unspaced script, a mark after a mark is none: "分子。" + "‧")
+                noise = _marks_only(a["word"]) and bool(last) and not last.isalnum() \
+                    and is_unspaced(last)
+                last = a["word"].rstrip()[-1:] or last
+                if not a["word"] or seen <= skip or noise:
                     continue
                 # the prefix's last word with new punctuation merged onto it ("plane" + "."):
-                # that word is final already, and its timing would be the prefix's
-                if before < skip and not any(
-                        c.isalnum() for c in tok.decode(a["tokens"][skip - before:])):
-                    continue
+                # that word is final already, and its timing would be the prefix's. In an
+                # unspaced script the mark is a unit of its own, as in any hypothesis there
+                # (split_units): it stays, at the word's end ("有运" + "," + "不能": every
+                # comma after a final's last character was lost)
+                if before < skip:
+                    new = tok.decode(a["tokens"][skip - before:])
+                    if _marks_only(new):
+                        end = tok.decode(a["tokens"][: skip - before]).rstrip()[-1:]
+                        if end.isalnum() and is_unspaced(end):
+                            words.append(Word(new.strip(), float(a["end"]), float(a["end"]),
+                                              float(a["probability"])))
+                        continue
                 words.append(
                     Word(a["word"], float(a["start"]), float(a["end"]), float(a["probability"])))
             out.append(words)
         return out
+
+
+def _marks_only(text: str) -> bool:
+    return bool(text.strip()) and not any(c.isalnum() for c in text)
