@@ -791,9 +791,12 @@ class Engine:
             words, seen, last = [], 0, ""
             for a in al:
                 before, seen = seen, seen + len(a["tokens"])
-                # (in an unspaced script, a mark after a mark is none: "分子。" + "‧")
-                noise = _marks_only(a["word"]) and bool(last) and not last.isalnum() \
-                    and is_unspaced(last)
+                # (the first word after a prefix that ends on a mark, in an unspaced script,
+                # closing marks only: no mark ("分子。" + "‧"); an opening one, "“" or "《",
+                # opens what follows)
+                noise = before == skip and skip > 0 and _marks_only(a["word"]) \
+                    and not set(a["word"].strip()) & _OPENING_MARKS \
+                    and bool(last) and not last.isalnum() and is_unspaced(last)
                 last = a["word"].rstrip()[-1:] or last
                 if not a["word"] or seen <= skip or noise:
                     continue
@@ -814,6 +817,9 @@ class Engine:
                     Word(a["word"], float(a["start"]), float(a["end"]), float(a["probability"])))
             out.append(words)
         return out
+
+
+_OPENING_MARKS = set("“‘「『《〈（【〔［｛([{\"'¿¡")
 
 
 def _marks_only(text: str) -> bool:
