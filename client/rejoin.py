@@ -48,6 +48,9 @@ class Rejoin:
     # the first seconds of the audio to send that were final already (sent as ``said``, then
     # 0; a connection that drops before sending it leaves it for the next, the audio unsent)
     said: float = 0.0
+    # ``said`` is to be sent even at 0 (a new stream on a channel that goes on: the server
+    # puts the stream's 0 where the channel is final to, less it)
+    must_say: bool = False
     _at: float | None = None  # where the channel is final to, if it went on
     _ch: float = 0.0  # its ``offset`` at the join
 
@@ -72,7 +75,7 @@ class Rejoin:
         clock."""
         out: list[wire.Final] = []
         if not again:
-            self.said = 0.0
+            self.said, self.must_say = 0.0, False
         if again and self._new_channel(ch):
             # the server lost what it had not made final: all after the last final shown,
             # and (as context, within the dropped connection) a little before it
@@ -89,12 +92,18 @@ class Rejoin:
                 say_again(old_start + sent_on_old - ch.offset)
             else:
                 # a new stream on the channel (a Ray replica gone; back after the server's
-                # grace): all after where the channel is final to, and as on a restarted
-                # server a second before it (within the dropped connection) as context
+                # grace): all after where the channel is final to (or the last final shown,
+                # which a restarted server's channel does not hold), and as on a restarted
+                # server a second before it (within the dropped connection) as context; a
+                # lead the dropped connection sent only part of is still the held audio's
+                # front (``unheard`` below 0), and is said whole
                 resume = resume_at(ch.offset, ch.finals)
+                if self.last_end is not None:
+                    resume = max(resume, self.last_end - self.restarts)
                 unheard = old_start + sent_on_old - resume
                 lead = min(LEAD_S, max(0.0, resume - old_start))
-                self.said = max(0.0, say_again(unheard + lead) - max(0.0, unheard))
+                self.said = max(0.0, say_again(unheard + lead) - unheard)
+                self.must_say = True  # (0 too: the stream's 0 goes where the channel is final)
             for f in ch.finals:
                 if f.segment > self.seen:
                     self.seen = f.segment
@@ -110,7 +119,9 @@ class Rejoin:
 
     def _zero(self, offset: float) -> float:
         """Where the connection's 0 lies on the channel's clock once ``said`` is sent."""
-        return offset if self._at is None or self.said <= 0 else max(0.0, self._at - self.said)
+        if self._at is None or not (self.said > 0 or self.must_say):
+            return offset
+        return max(0.0, self._at - self.said)
 
     def to_say(self, gone: float) -> float:
         """The ``said`` to send now, ``gone`` seconds having gone from the front of the held
@@ -122,7 +133,7 @@ class Rejoin:
         return self.said
 
     def said_sent(self) -> None:
-        self.said = 0.0
+        self.said, self.must_say = 0.0, False
 
     def _new_channel(self, ch: Channel) -> bool:
         """Whether the session is a new life of its id (the server restarted, or the channel

@@ -327,11 +327,11 @@ class _Speaker:
 
         await ready.wait()
         try:
-            if self.clock.said:  # (a new stream after a drop: the audio said again begins with it)
+            if self.clock.said or self.clock.must_say:  # (a new stream after a drop)
                 # (less what the held audio let go from its front meanwhile: the lead went first)
                 said = self.clock.to_say((self.held.let_go - self._let_go_at_join) / self.bps)
                 self._let_go_at_join = self.held.let_go  # (counted into ``said`` now)
-                if said > 0:
+                if said > 0 or self.clock.must_say:
                     await ws.send(json.dumps({"type": "said", "seconds": round(said, 3)}))
                 self.clock.said_sent()
             while True:

@@ -111,8 +111,8 @@ def test_a_lead_not_sent_yet_stays_for_the_next_connection():
     buf = Buffer(5.0)
     r.joined(Channel([], 0.0, "b"), True, 0.0, buf)  # nothing sent on the one that went
     assert r.said == 1.0 and buf.asked in ([], [0.0])
-    r.said = 0.0  # (the speaker sent it)
-    r.joined(Channel([], 0.0, "b"), True, 2.0, Buffer(5.0))
+    r.said_sent()  # (the speaker sent it)
+    r.joined(Channel([], 0.0, "b"), True, 2.0, Buffer(5.0), goes_on=True)  # (within the grace)
     assert r.said == 0.0
 
 
@@ -169,3 +169,41 @@ def test_a_second_drop_before_the_lead_was_heard_says_it_all_again():
     r.joined(Channel([final(0, 1.0, 2.0), final(1, 8.0, 9.0)], 8.3, "a"), True, 1.3, buf)
     assert buf.asked == [pytest.approx(1.3)] and r.said == pytest.approx(1.0)
     assert r.offset == pytest.approx(8.0)  # (the server: 9.0, where it is final to, less 1.0)
+
+
+def test_a_lead_sent_in_part_is_said_whole_next_time():
+    """The new stream got 'said 1.0' and only 0.5 s of audio before the next drop: the rest of
+    the lead is still the held audio's front, so the next connection says all of it (it said
+    0.5, and 0.5 s of final words were decoded again, every later time 0.5 s late)."""
+    r = started(final(0, 1.0, 2.0))
+    r.joined(Channel([final(1, 8.0, 9.0)], 9.0, "a"), True, 10.0, Buffer(20.0))
+    r.said_sent()
+    buf = Buffer(20.0)
+    r.joined(Channel([final(1, 8.0, 9.0)], 8.5, "a"), True, 0.5, buf)
+    assert buf.asked == [pytest.approx(0.5)] and r.said == pytest.approx(1.0)
+    assert r.offset == pytest.approx(8.0)
+
+
+def test_a_restarted_servers_channel_then_a_new_stream_on_it_says_the_old_finals_second():
+    """After a restart the new channel holds none of the old finals: a second drop to a new
+    stream on it still counts the second said as final (it said 0.3 of it, and 0.7 s of the
+    old channel's final words were decoded again)."""
+    r = started(final(0, 6.0, 8.0))
+    r.joined(Channel([], 0.0, "b"), True, 10.0, Buffer(20.0))  # restarted: 7.0 is its 0
+    assert (r.restarts, r.said) == (7.0, 1.0)
+    r.said_sent()
+    buf = Buffer(20.0)
+    r.joined(Channel([], 0.3, "b"), True, 1.3, buf)  # that stream took 0.3 s of the lead
+    assert r.said == pytest.approx(1.0) and r.must_say
+    assert r.offset == pytest.approx(7.0)  # (the server: max(0, 0.3 - 1.0))
+
+
+def test_a_lead_all_let_go_still_says_0_on_a_channel_that_goes_on():
+    """With the whole lead let go before it was sent, 'said 0' still goes: the server puts
+    the stream's 0 where the channel is final to (9.0), where the audio now begins; without
+    it, at the channel's end (8.3), and the finals landed 0.7 s early over the last one."""
+    r = started(final(0, 1.0, 2.0))
+    r.joined(Channel([final(1, 8.0, 9.0)], 9.0, "a"), True, 10.0, Buffer(20.0))
+    r.said_sent()
+    r.joined(Channel([final(1, 8.0, 9.0)], 8.3, "a"), True, 1.3, Buffer(20.0))
+    assert r.to_say(1.0) == 0.0 and r.must_say and r.offset == pytest.approx(9.0)

@@ -38,7 +38,8 @@ const state = {
   // audio sent lately (to say again what a drop lost), how much of it on this connection,
   // where this connection began on the channel's clock, and its last final's end (own clock)
   sent: [], sentBytes: 0, sentOnConn: 0, connOffset: null, joinedAt: null, chOffset: null,
-  lastEnd: null,
+  finalTo: null,  // where the channel is final to, on its clock, as far as this page knows
+  mustSay: false,  // `said` goes even at 0 (a new stream on a channel that goes on)
   said: 0,  // seconds at the start of the held audio that were made final already
 };
 const BYTES_PER_S = 16000 * 2;
@@ -74,7 +75,10 @@ function showPartial(m) {
 }
 
 function showCaption(m) {
-  if (m.type === "final" && state.segments.isNewFinal(m)) { appendFinal(m); state.lastEnd = m.end; }
+  if (m.type === "final" && state.segments.isNewFinal(m)) {
+    appendFinal(m);
+    if (state.connOffset !== null) state.finalTo = Math.max(state.finalTo ?? 0, state.connOffset + m.end);
+  }
   else if (m.type === "partial") { state.segments.sawPartial(m); showPartial(m); }
 }
 
@@ -173,7 +177,7 @@ async function catchUp(session, again, goesOn) {
   state.caught = [];
   // (`said` stays while the held audio still begins with its lead: a connection that went
   // before sending it leaves both for the next; a first connection has none)
-  if (!again) state.said = 0;
+  if (!again) { state.said = 0; state.mustSay = false; }
   let tr = null;
   try {
     const t = state.viewToken || token;
@@ -197,20 +201,28 @@ async function catchUp(session, again, goesOn) {
       if (goesOn || sentOld <= 0) {  // (nothing sent: a lead not sent yet stays)
         sayAgain(state.connOffset + sentOld - tr.offset);
       } else {
-        const resume = resumeAt(tr);
+        // (or the last final known, which a restarted server's channel does not hold; a
+        // lead sent only in part is still the held audio's front, `unheard` below 0)
+        const resume = Math.max(resumeAt(tr), state.finalTo ?? 0);
         const unheard = state.connOffset + sentOld - resume;
         const lead = Math.min(LEAD_S, Math.max(0, resume - state.connOffset));
-        state.said = Math.max(0, sayAgain(unheard + lead) - Math.max(0, unheard));
+        state.said = Math.max(0, sayAgain(unheard + lead) - unheard);
+        state.mustSay = true;  // (0 too: the stream's 0 goes where the channel is final)
       }
     }
+    state.finalTo = Math.max(state.finalTo ?? 0, resumeAt(tr));
   } else if (again) {
     // a restarted server lost what it had not made final: all after the last final shown,
     // and a second before it (within the dropped connection) as context, said to be final
     if (tr && state.instance) {
-      const unheard = sentOld - (state.lastEnd ?? 0);
-      const lead = state.lastEnd === null ? 0 : Math.min(LEAD_S, state.lastEnd);
+      // (the last final known, on the dropped connection's clock: shown, or said before it)
+      const fin = state.finalTo === null || state.connOffset === null ? null
+        : Math.max(0, state.finalTo - state.connOffset);
+      const unheard = sentOld - (fin ?? 0);
+      const lead = fin === null ? 0 : Math.min(LEAD_S, fin);
       state.said = Math.max(0, sayAgain(unheard + lead) - unheard);
     }
+    state.finalTo = state.said;  // (the new channel's clock: its first seconds said)
     state.segments = new Segments();
     if (tr && tr.finals.length) state.segments.last = tr.finals[tr.finals.length - 1].segment;
   } else {
@@ -223,6 +235,7 @@ async function catchUp(session, again, goesOn) {
       appendChannelFinals(tr);
       endLine();  // this page is the channel's next speaker: a line of its own
     }
+    state.finalTo = tr ? resumeAt(tr) : null;
   }
   state.instance = tr ? tr.instance : null;
   // (on a channel with a clock before the stream, `said` puts the stream's 0 that long
@@ -230,7 +243,7 @@ async function catchUp(session, again, goesOn) {
   state.joinedAt = tr && (tr.offset > 0 || tr.finals.length) ? resumeAt(tr) : null;
   state.chOffset = tr ? tr.offset : null;
   state.connOffset = connZero();
-  state.sentOnConn = 0; state.lastEnd = null;
+  state.sentOnConn = 0;
   const held = state.caught;
   state.caught = null;
   const last = state.segments.last;
@@ -352,7 +365,7 @@ function resumeAt(tr) {
 /** Where this connection's 0 lies on the channel's clock once `said` is sent. */
 function connZero() {
   if (state.chOffset === null) return null;
-  if (state.joinedAt === null || state.said <= 0) return state.chOffset;
+  if (state.joinedAt === null || !(state.said > 0 || state.mustSay)) return state.chOffset;
   return Math.max(0, state.joinedAt - state.said);
 }
 
@@ -362,7 +375,10 @@ function connZero() {
 function sendAudio(pcm) {
   const ws = state.link && state.link.socket();
   if (ws && ws === state.live && ws.readyState === WebSocket.OPEN && !state.caught) {
-    if (state.said) { ws.send(wire.said(Number(state.said.toFixed(3)))); state.said = 0; }
+    if (state.said || state.mustSay) {
+      ws.send(wire.said(Number(state.said.toFixed(3))));
+      state.said = 0; state.mustSay = false;
+    }
     for (const chunk of state.held) send(ws, chunk);
     state.held = []; state.heldBytes = 0;
     if (pcm) send(ws, pcm);
@@ -373,8 +389,9 @@ function sendAudio(pcm) {
   while (state.heldBytes > HELD_MAX_BYTES) {
     const gone = state.held.shift().byteLength;
     state.heldBytes -= gone;
+    const pending = state.said > 0 || state.mustSay;  // (`said` not sent yet)
     state.said = Math.max(0, state.said - gone / BYTES_PER_S);  // (its context went first)
-    state.connOffset = connZero();
+    if (pending) state.connOffset = connZero();
   }
 }
 
