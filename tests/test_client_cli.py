@@ -462,10 +462,13 @@ def test_captions_follows_until_ctrl_c_and_then_saves(live_server, tmp_path, sig
     p = wire.ListenParams(session=f"ctrl-c-cli-{sig}")
     res = asyncio.run(stream_chunks(live_server.url, paced(s16(load16k(JFK)), p, 0), p))
     out = tmp_path / "viewer.srt"
+    # (started as from a terminal: SIGHUP not ignored, whatever the test run inherited, as
+    # under ``nohup``, which keeps the command running through a hangup by design)
     viewer = subprocess.Popen(
         [sys.executable, "-m", "whisperwire.server", "captions", p.session, "--url",
          live_server.url, "--output", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
     channel = live_server.app.state.hub.get(p.session)
     deadline = time.monotonic() + 60
     while not channel.viewers and time.monotonic() < deadline:  # it is connected and following
@@ -495,6 +498,7 @@ def test_captions_in_a_terminal_that_closes_still_saves_and_nohup_keeps_it_runni
     if pid == 0:  # the command, on the terminal's side (stderr to a file, read below)
         err = os.open(tmp_path / "err.txt", os.O_WRONLY | os.O_CREAT)
         os.dup2(err, 2)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)  # (a terminal's, whatever ran the tests)
         os.execv(sys.executable, [sys.executable, "-m", "whisperwire.server", "captions",
                                   "hup-cli", "--url", live_server.url, "--output", str(out)])
     shown, deadline = b"", time.monotonic() + 60
