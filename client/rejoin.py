@@ -97,7 +97,7 @@ class Rejoin:
                 # server a second before it (within the dropped connection) as context; a
                 # lead the dropped connection sent only part of is still the held audio's
                 # front (``unheard`` below 0), and is said whole
-                resume = resume_at(ch.offset, ch.finals)
+                resume = resume_at(ch.offset, ch.finals) or 0.0
                 if self.last_end is not None:
                     resume = max(resume, self.last_end - self.restarts)
                 unheard = old_start + sent_on_old - resume
@@ -112,7 +112,7 @@ class Rejoin:
         self.seen = max(self.seen, ch.finals[-1].segment if ch.finals else -1)
         # (on a channel with a clock before the stream, ``said`` puts the stream's 0 that long
         # before where the channel is final to: server/hub.py's ``Hub.said``)
-        self._at = resume_at(ch.offset, ch.finals) if ch.offset > 0 or ch.finals else None
+        self._at = resume_at(ch.offset, ch.finals)
         self._ch = ch.offset
         self.offset = self.restarts + self._zero(ch.offset)
         return out

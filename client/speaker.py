@@ -128,7 +128,7 @@ class _Speaker:
         self.waits_s, self.say, self.quit, self.stop = waits_s, say, quit, stop
         self.bps = params.bytes_per_sample * params.sample_rate  # bytes per audio second
         self.held = Pcm(int(held_max_s * self.bps))  # to send
-        self._let_go_at_join = 0  # what ``held`` had let go when the last catch-up ended
+        self._let_go_at_join = 0  # what ``held`` had let go when last counted (:meth:`_let_go_since`)
         self.sent_audio = Pcm(int(held_max_s * self.bps))  # sent lately
         self.more = asyncio.Event()  # something was added to ``held``, or the source ended
         self.taken = asyncio.Event()  # something was taken from ``held`` to send
@@ -329,8 +329,7 @@ class _Speaker:
         try:
             if self.clock.said or self.clock.must_say:  # (a new stream after a drop)
                 # (less what the held audio let go from its front meanwhile: the lead went first)
-                said = self.clock.to_say((self.held.let_go - self._let_go_at_join) / self.bps)
-                self._let_go_at_join = self.held.let_go  # (counted into ``said`` now)
+                said = self.clock.to_say(self._let_go_since())
                 if said > 0 or self.clock.must_say:
                     await ws.send(json.dumps({"type": "said", "seconds": round(said, 3)}))
                 self.clock.said_sent()
@@ -412,12 +411,17 @@ class _Speaker:
             return True
         # (a lead a dropped connection never sent is still the held audio's front: what that
         # let go since counts against it)
-        self.clock.said = max(0.0, self.clock.said
-                              - (self.held.let_go - self._let_go_at_join) / self.bps)
+        self.clock.said = max(0.0, self.clock.said - self._let_go_since())
         for f in self.clock.joined(ch, again, on_old, self._say_again, goes_on):
             self._show(f)  # (on the clock already)
-        self._let_go_at_join = self.held.let_go
         return True
+
+    def _let_go_since(self) -> float:
+        """Seconds the held audio let go from its front since the last count (the lead's
+        first, while ``said`` waits to be sent)."""
+        gone = (self.held.let_go - self._let_go_at_join) / self.bps
+        self._let_go_at_join = self.held.let_go
+        return gone
 
     def _say_again(self, seconds: float) -> float:
         """Put the last ``seconds`` sent back in front of the held audio; how much there was."""

@@ -123,11 +123,14 @@ class Transcript:
         return finals_text(self.finals)
 
 
-def resume_at(offset: float, finals: list[Final]) -> float:
+def resume_at(offset: float, finals: list[Final]) -> float | None:
     """Where a channel that goes on is final to: its offset (the last stream's end), or its
     last final's end if later (a stream that ended inside the audio said again before it:
-    a second drop right after the first). A speaker back on it in a new stream sends again
-    from there, with ``said`` before it (``client/rejoin.py`` counts the same)."""
+    a second drop right after the first); None for a channel whose clock has not run (a new
+    one). A speaker back on it in a new stream sends again from there, with ``said`` before
+    it (``client/rejoin.py`` and ``web/app.js`` count the same)."""
+    if not (offset > 0 or finals):
+        return None
     return max(offset, finals[-1].end if finals else 0.0)
 
 
@@ -228,9 +231,10 @@ class Hub:
         where the channel is final to (:func:`resume_at`), so that its finals (after them) go
         on where the channel's did; a new channel's clock starts at the stream's 0. Whether
         the channel went on."""
-        if not (t.offset > 0 or t.finals):
+        at = resume_at(t.offset, t.finals)
+        if at is None:
             return False
-        t.offset = t.audio_seconds = max(0.0, resume_at(t.offset, t.finals) - max(0.0, seconds))
+        t.offset = t.audio_seconds = max(0.0, at - max(0.0, seconds))
         return True
 
     def rejoined(self, t: Transcript, taken_s: float) -> None:

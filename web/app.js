@@ -203,14 +203,14 @@ async function catchUp(session, again, goesOn) {
       } else {
         // (or the last final known, which a restarted server's channel does not hold; a
         // lead sent only in part is still the held audio's front, `unheard` below 0)
-        const resume = Math.max(resumeAt(tr), state.finalTo ?? 0);
+        const resume = Math.max(resumeAt(tr) ?? 0, state.finalTo ?? 0);
         const unheard = state.connOffset + sentOld - resume;
         const lead = Math.min(LEAD_S, Math.max(0, resume - state.connOffset));
         state.said = Math.max(0, sayAgain(unheard + lead) - unheard);
         state.mustSay = true;  // (0 too: the stream's 0 goes where the channel is final)
       }
     }
-    state.finalTo = Math.max(state.finalTo ?? 0, resumeAt(tr));
+    state.finalTo = Math.max(state.finalTo ?? 0, resumeAt(tr) ?? 0);
   } else if (again) {
     // a restarted server lost what it had not made final: all after the last final shown,
     // and a second before it (within the dropped connection) as context, said to be final
@@ -240,7 +240,7 @@ async function catchUp(session, again, goesOn) {
   state.instance = tr ? tr.instance : null;
   // (on a channel with a clock before the stream, `said` puts the stream's 0 that long
   // before where the channel is final to: server/hub.py's Hub.said)
-  state.joinedAt = tr && (tr.offset > 0 || tr.finals.length) ? resumeAt(tr) : null;
+  state.joinedAt = tr ? resumeAt(tr) : null;
   state.chOffset = tr ? tr.offset : null;
   state.connOffset = connZero();
   state.sentOnConn = 0;
@@ -357,8 +357,9 @@ async function start() {
 }
 
 /** Where the channel is final to: its offset (the last stream's end), or its last final's
- * end if later (server/hub.py's resume_at). */
+ * end if later; null for a channel whose clock has not run (server/hub.py's resume_at). */
 function resumeAt(tr) {
+  if (!(tr.offset > 0 || tr.finals.length)) return null;
   return Math.max(tr.offset, tr.finals.length ? tr.finals[tr.finals.length - 1].end : 0);
 }
 
