@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 from whisperwire.server import wire
 from whisperwire.server.hub import on_channel_clock
+from whisperwire.server.subtitles import utterances
 
 from .connect import bearer, check_output, check_token, parse_event, run_client, ws_url
 from .printer import CaptionPrinter
@@ -192,7 +193,7 @@ def main(args: Any) -> int:
         except Lost as exc:
             lost = exc
         printer.close()
-        finals = [m for m in msgs if isinstance(m, wire.Final)]
+        finals = utterances(msgs)  # (a viewer gets the channel's utterance ends too)
         errors = [m for m in msgs if isinstance(m, wire.Error)]
         if args.output:  # (what came before a loss too)
             held = write_output(args.output, finals, args.session)

@@ -45,6 +45,14 @@ class StreamResult:
         return [m for _, _, m in self.messages if isinstance(m, wire.Final)]
 
     @property
+    def utterances(self) -> list[wire.Final]:
+        """The finals, each that an ``utterance_end`` followed closing its utterance: what a
+        saved file renders (lines and cues break there)."""
+        from whisperwire.server.subtitles import utterances
+
+        return utterances(m for _, _, m in self.messages)
+
+    @property
     def text(self) -> str:
         return finals_text(self.finals)
 
@@ -301,7 +309,7 @@ def finish(res: StreamResult, url: str, output: str | None) -> int:
     if res.unsent_s > 0:  # words were lost (the speaker said how much audio)
         status = 1
     if output and res.of_type(wire.Ready):  # a refused session leaves an old file alone
-        held = write_output(output, res.finals, res.of_type(wire.Ready)[0].session)
+        held = write_output(output, res.utterances, res.of_type(wire.Ready)[0].session)
         print(f"-- saved {held} to {output}", file=sys.stderr)
     return status
 

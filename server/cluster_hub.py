@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import secrets
 import time
@@ -40,7 +41,7 @@ from typing import Any
 from . import wire
 from .errors import ClientError
 from .hub import Hub, Outbox, Transcript, new_session_id, on_channel_clock
-from .wire import Closed, Final, Message, Partial
+from .wire import Closed, Final, Message, Partial, UtteranceEnd
 
 __all__ = ["ClusterHub", "Directory", "directory"]
 
@@ -54,8 +55,8 @@ NAME, NAMESPACE = f"whisperwire-hub-v{PROTOCOL}", "whisperwire"
 
 @dataclass
 class _Channel:
-    """The directory's record of one channel. ``log`` holds finals and ``closed`` with their
-    sequence numbers; the partial is kept only as the newest one."""
+    """The directory's record of one channel. ``log`` holds finals, utterance ends and
+    ``closed`` with their sequence numbers; the partial is kept only as the newest one."""
 
     session: str
     log: list[tuple[int, str]] = field(default_factory=list)
@@ -203,6 +204,10 @@ class Directory:
             elif isinstance(msg, Closed):
                 ch.log.append((ch.seq, text))
                 ch.closed = text
+            elif isinstance(msg, UtteranceEnd):  # (as Hub.deliver keeps it)
+                ch.log.append((ch.seq, text))
+                if ch.finals and not (last := wire.decode(ch.finals[-1])).eou:
+                    ch.finals[-1] = wire.encode(dataclasses.replace(last, eou=True))
 
     def _end(self, ch: _Channel, audio_seconds: float) -> None:
         ch.live = False
@@ -428,7 +433,7 @@ class ClusterHub(Hub):
             self.actor.publish.remote(sid, claim, n, events, end, offset)
 
     def publish(self, t: Transcript, msg: Message) -> None:
-        if not isinstance(msg, (Final, Partial, Closed)):
+        if not isinstance(msg, (Final, Partial, Closed, UtteranceEnd)):
             return
         msg = on_channel_clock(msg, t.offset)
         self.deliver(t, msg)

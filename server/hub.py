@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .errors import ClientError
-from .subtitles import at_turns
+from .subtitles import at_turns, close_utterance
 from .text import finals_text
 from .wire import Channel, Closed, Final, Language, Message, Partial, Status, UtteranceEnd
 
@@ -136,8 +136,10 @@ def resume_at(offset: float, finals: list[Final]) -> float | None:
 
 def on_channel_clock(msg: Message, offset: float) -> Message:
     """A speaker's event with its times moved onto the channel's clock."""
-    if not offset or not isinstance(msg, (Final, Partial, Closed)):
+    if not offset or not isinstance(msg, (Final, Partial, Closed, UtteranceEnd)):
         return msg
+    if isinstance(msg, UtteranceEnd):
+        return dataclasses.replace(msg, end=msg.end + offset)
     if isinstance(msg, Closed):  # the channel's audio so far, as a viewer's times count it
         return dataclasses.replace(msg, audio_seconds=msg.audio_seconds + offset)
     if isinstance(msg, Final):
@@ -154,10 +156,8 @@ def on_connection_clock(msg: Message, start: float) -> Message:
     connection's times count from its own start; audio from before it is below 0."""
     if not start:
         return msg
-    if isinstance(msg, (Final, Partial, Closed)):
+    if isinstance(msg, (Final, Partial, Closed, UtteranceEnd)):
         return on_channel_clock(msg, -start)
-    if isinstance(msg, UtteranceEnd):
-        return dataclasses.replace(msg, end=msg.end - start)
     if isinstance(msg, Language):
         return dataclasses.replace(msg, start=msg.start - start)
     if isinstance(msg, Status):
@@ -208,7 +208,10 @@ class Hub:
         self.deliver(t, on_channel_clock(msg, t.offset))
 
     def deliver(self, t: Transcript, msg: Message) -> None:
-        """Record an event already on the channel's clock and send it to the viewers."""
+        """Record an event already on the channel's clock and send it to the viewers. An
+        ``utterance_end`` goes to them too, and the final it closes is kept with ``eou`` (the
+        speaker got that end as its own message): downloads, late viewers and the page's
+        replay break the line there, as live viewers do on the message."""
         if isinstance(msg, Final):
             t.finals.append(msg)
             t.partial = None
@@ -217,6 +220,8 @@ class Hub:
             t.partial = msg if msg.text else None
         elif isinstance(msg, Closed):
             t.closed = msg
+        elif isinstance(msg, UtteranceEnd):
+            close_utterance(t.finals)
         else:
             return
         for v in list(t.viewers):

@@ -16,7 +16,7 @@ from typing import Iterable
 
 from .text import (display_width, finals_text, glue_piece, is_piece, join_units,
                    split_units, whole_words, wrap_units)
-from .wire import Final, Word
+from .wire import Final, UtteranceEnd, Word
 
 __all__ = ["Cue", "CueOptions", "at_turns", "cues", "to_json", "to_srt", "to_txt", "to_vtt"]
 
@@ -151,6 +151,28 @@ def to_txt(finals: Iterable[Final]) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
+def close_utterance(finals: list[Final]) -> None:
+    """An ``utterance_end`` came after ``finals``' last: that final closes its utterance, so
+    lines and cues break after it as after a final sent with ``eou``. Every word of it was
+    final before the speaker stopped, so no final could carry the end ("... for your
+    country." and, 4 s later, "And so my fellow Americans." made one line, where the same
+    pause after a final with ``eou`` made two). Only the flag changes, never the text."""
+    if finals and not finals[-1].eou:
+        finals[-1] = dataclasses.replace(finals[-1], eou=True)
+
+
+def utterances(msgs: Iterable[object]) -> list[Final]:
+    """The finals among a stream's messages, each that an ``utterance_end`` followed closing
+    its utterance (:func:`close_utterance`): what a saved file renders."""
+    out: list[Final] = []
+    for m in msgs:
+        if isinstance(m, Final):
+            out.append(m)
+        elif isinstance(m, UtteranceEnd):
+            close_utterance(out)
+    return out
+
+
 def at_turns(finals: list[Final], turns: Iterable[int]) -> list[Final]:
     """The finals for a download, each speaker's last one closing its utterance: a speaker's
     end is one, but that final may have gone out without ``eou`` (made final before the
@@ -166,7 +188,8 @@ def at_turns(finals: list[Final], turns: Iterable[int]) -> list[Final]:
 
 def to_json(session: str, finals: list[Final], live: bool, turns: Iterable[int] = (),
             **channel: object) -> str:
-    """The finals as they were sent, ``turns``: the index of each later speaker's first, and
+    """The finals as they were sent (one that an ``utterance_end`` closed with ``eou``),
+    ``turns``: the index of each later speaker's first, and
     what else the server says of the channel (``channel``: its ``offset`` and ``instance``)."""
     return json.dumps(
         {"session": session, "live": live, "text": finals_text(finals),

@@ -136,6 +136,30 @@ def test_a_page_that_goes_on_in_a_channel_puts_each_speakers_turn_on_its_own_lin
     page.close()
 
 
+def test_a_viewer_page_breaks_the_line_where_an_utterance_end_came(live_server, browser):
+    """Every word of "... for your country." was final before the speaker stopped, so its end
+    came as ``utterance_end``, which viewers never got: "And so my fellow Americans.", said
+    4 s later, ran on in the same line. The events go into the server's hub on its own loop,
+    as a speaker's connection publishes them."""
+    from whisperwire.server.wire import Final, UtteranceEnd
+
+    hub = live_server.app.state.hub
+    loop = live_server.server.servers[0].get_loop()
+    t = hub.open("ue-page")
+    hub.publish(t, Final(0, "Ask what you can do for your country.", 0.5, 2.5, (), False))
+    page = browser.new_page()
+    page.goto(live_server.http + "/?view=ue-page")
+    lines = lambda: page.inner_text("[data-testid=finals]").split("\n")  # noqa: E731
+    wait_for(lambda: "country." in lines()[0], 30, "the first final")
+    for m in (UtteranceEnd(2.5), Final(1, "And so my fellow Americans.", 6.5, 8.0, (), False)):
+        loop.call_soon_threadsafe(hub.publish, t, m)
+    wait_for(lambda: "Americans." in " ".join(lines()), 30, "the second final")
+    assert lines()[:2] == ["Ask what you can do for your country.",
+                           "And so my fellow Americans."], lines()
+    page.close()
+    loop.call_soon_threadsafe(hub.end, t, 9.0)
+
+
 def test_a_language_the_model_refuses_is_said_and_not_retried(live_server, browser):
     page = browser.new_page()
     page.add_init_script(COUNT_SOCKETS)

@@ -16,9 +16,9 @@ from whisperwire.server.wire import Closed, Final, Word
 FIRST, SECOND = "Ask what you can do for your country.", "in being comparatively modern."
 
 
-def speaker_finals(text: str, segment: int, eou: bool) -> list[Final]:
-    """One final of ``text``, a word every 0.4 s from stream time 0.5."""
-    words = tuple(Word(" " + w, 0.5 + 0.4 * i, 0.8 + 0.4 * i, 0.9)
+def speaker_finals(text: str, segment: int, eou: bool, at: float = 0.5) -> list[Final]:
+    """One final of ``text``, a word every 0.4 s from stream time ``at``."""
+    words = tuple(Word(" " + w, at + 0.4 * i, at + 0.3 + 0.4 * i, 0.9)
                   for i, w in enumerate(text.split()))
     return [Final(segment, text, words[0].start, words[-1].end, words, eou)]
 
@@ -76,3 +76,76 @@ def test_the_cluster_directory_keeps_the_turns_too():
     finals = [wire.decode(f) for f in snap["finals"]]
     assert snap["turns"] == [1] and [f.eou for f in finals] == [False, False]
     assert subtitles.to_txt(subtitles.at_turns(finals, snap["turns"])) == f"{FIRST}\n{SECOND}\n"
+
+
+def _drain(v) -> list:  # type: ignore[no-untyped-def]
+    v.finish()
+
+    async def go() -> list:
+        out = []
+        while (m := await v.next()) is not None:
+            out.append(m)
+        return out
+
+    return asyncio.run(go())
+
+
+def test_an_utterance_end_after_a_final_breaks_the_line_everywhere():
+    """Every word of "... for your country." was final before the speaker stopped, so no final
+    carried the end; the ``utterance_end`` that said it went only to the speaker, and 4 s later
+    "And so my fellow Americans." ran on in the same line of transcript.txt, the cues and the
+    pages. Viewers now get it (on the channel's clock), and the transcript keeps it on the
+    final it closed, so downloads and late viewers break there too."""
+    hub = Hub()
+    speak(hub, "chan", "one two three.", eou=True)  # (the channel's clock: 5 s before)
+    t = hub.open("chan")
+    live = hub.watch("chan")
+    hub.publish(t, speaker_finals(FIRST, 1, False)[0])
+    hub.publish(t, wire.UtteranceEnd(3.6))
+    hub.publish(t, speaker_finals(SECOND, 2, False, at=7.2)[0])
+    got = _drain(live)
+    ends = [m for m in got if isinstance(m, wire.UtteranceEnd)]
+    assert ends == [wire.UtteranceEnd(8.6)], got
+    assert [m.type for m in got] == ["channel", "final", "final", "utterance_end", "final"]
+    assert subtitles.to_txt(subtitles.at_turns(t.finals, t.turns)) == \
+        f"one two three.\n{FIRST}\n{SECOND}\n"
+    cues = check_cues(subtitles.to_srt(subtitles.at_turns(t.finals, t.turns)), vtt=False)
+    assert [" ".join(c[2]) for c in cues][-2:] == [FIRST, SECOND]
+    late = [m for m in _drain(hub.watch("chan")) if isinstance(m, Final)]
+    assert [f.eou for f in late] == [True, True, False]
+    assert [f.text for f in t.finals] == ["one two three.", FIRST, SECOND], "the text never changes"
+
+
+def test_the_cluster_directory_keeps_the_utterance_end_too():
+    """Under Ray Serve: the directory's log carries the ``utterance_end`` to the replicas
+    that follow the channel, and its snapshot (downloads, late viewers) has the final closed."""
+
+    async def go() -> tuple[dict, dict]:
+        d = Directory()
+        c = await d.claim("chan", "replica-a")
+        events = [wire.encode(speaker_finals(FIRST, 0, False)[0]),
+                  wire.encode(wire.UtteranceEnd(3.6)),
+                  wire.encode(speaker_finals(SECOND, 1, False, at=7.2)[0])]
+        await d.publish("chan", c["claim"], 0, events)
+        snap = await d.snapshot("chan")
+        news = await d.since("chan", 0, 0.1)
+        assert snap is not None and news is not None
+        return snap, news
+
+    snap, news = asyncio.run(go())
+    finals = [wire.decode(f) for f in snap["finals"]]
+    assert [f.eou for f in finals] == [True, False]
+    assert subtitles.to_txt(finals) == f"{FIRST}\n{SECOND}\n"
+    assert [wire.decode(e).type for e in news["events"]] == ["final", "utterance_end", "final"]
+
+
+def test_a_saved_file_breaks_where_an_utterance_end_came():
+    """``stream``/``mic``/``captions --output`` render the finals they got: an
+    ``utterance_end`` closes the final before it, as it does on the server's downloads."""
+    a = speaker_finals(FIRST, 0, False)[0]
+    b = speaker_finals(SECOND, 1, False, at=7.2)[0]
+    finals = subtitles.utterances([a, wire.UtteranceEnd(3.6), wire.Partial(1, "in", 3.5, 3.8),
+                                   b, wire.UtteranceEnd(3.3)])
+    assert [f.eou for f in finals] == [True, True]
+    assert subtitles.to_txt(finals) == f"{FIRST}\n{SECOND}\n"
+    assert subtitles.utterances([wire.UtteranceEnd(0.0), a]) == [a], "an end before any final"

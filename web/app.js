@@ -80,6 +80,9 @@ function showCaption(m) {
     if (state.connOffset !== null) state.finalTo = Math.max(state.finalTo ?? 0, state.connOffset + m.end);
   }
   else if (m.type === "partial") { state.segments.sawPartial(m); showPartial(m); }
+  // every word of the utterance was final before the speaker stopped, so no final carried
+  // its end: the line breaks here as after a final with `eou`
+  else if (m.type === "utterance_end") endLine();
 }
 
 /** The language menu and the tasks come from the loaded model (GET /v1/models), so the page
