@@ -55,18 +55,24 @@ SESSION_ID = re.compile(r"(?!\.+\Z)[A-Za-z0-9._-]{1,64}\Z")
 _TIMES = ("start", "end", "audio_seconds", "lag", "backlog")
 
 
-_TRADITIONAL_TAGS = ("zh-tw", "zh-hk", "zh-mo", "zh-hant")
+_TRADITIONAL = {"tw", "hk", "mo", "hant"}  # subtags of a Chinese tag that ask for traditional
+_CHINESE = {"zh", "cmn", "zho", "chi"}  # (Google's tags are "cmn-Hans-CN", "cmn-Hant-TW")
 
 
 def language_tag(tag: str) -> tuple[str, str | None]:
     """A language tag as Whisper's language and the Chinese script it asks for: "en-US" is
-    "en", "zh-TW" and "zh-HK" Chinese in traditional characters, "ZH" "zh" (every API takes
-    tags the same way; ours refused "zh-TW" and "ZH" that Deepgram's took, and OpenAI's wrote
-    "zh-TW" in simplified). Raises ProtocolError ``bad_language``."""
-    base = tag.split("-")[0].lower()
+    "en", "zh-TW", "zh-HK" and "zh-Hant-TW" Chinese in traditional characters, "ZH" "zh",
+    "cmn-Hans-CN" "zh", and "zh_TW" (a locale's form) as "zh-TW" (every API takes tags the
+    same way; ours refused "zh-TW" and "ZH" that Deepgram's took, OpenAI's wrote "zh-TW" in
+    simplified, and "zh-Hant-TW" came out simplified). Raises ProtocolError ``bad_language``."""
+    parts = tag.replace("_", "-").lower().split("-")
+    base = parts[0]
     if not (base.isascii() and base.isalpha() and 2 <= len(base) <= 3):
         raise ProtocolError("bad_language", f"unsupported language {tag!r}")
-    return base, ("traditional" if tag.lower() in _TRADITIONAL_TAGS else None)
+    if base not in _CHINESE:
+        return base, None
+    rest = set(parts[1:])
+    return "zh", ("traditional" if rest & _TRADITIONAL and "hans" not in rest else None)
 
 
 def valid_session_id(session: str) -> bool:

@@ -134,6 +134,39 @@ def test_deepgram_taiwan_chinese_is_traditional_live_and_prerecorded(server):
     assert "們" in res.text and "们" not in res.text, res.text
 
 
+@pytest.mark.timeout(150)
+def test_openai_realtime_reads_a_taiwan_tag_as_every_api_does(server):
+    """The realtime endpoint kept only "zh" of "zh-TW" and wrote simplified characters, where
+    /v1/listen, the OpenAI file endpoint and Deepgram's wrote traditional. The unchanged
+    openai SDK, manual turns, zh-08 at 24 kHz."""
+    import base64
+    import threading
+    import time
+
+    import openai
+    from whisperwire.server.audio import Resampler
+
+    r = Resampler(16000, 24000)
+    audio = load16k("zh/zh-08.wav")
+    pcm = s16(np.concatenate([r.process(audio), r.flush()]))
+    done = "conversation.item.input_audio_transcription.completed"
+    events: list = []
+    api = openai.OpenAI(base_url=f"{server.http}/v1", api_key="any", max_retries=0)
+    with api.realtime.connect(extra_query={"intent": "transcription"}) as conn:
+        conn.session.update(session={"type": "transcription", "audio": {"input": {
+            "format": {"type": "audio/pcm", "rate": 24000}, "turn_detection": None,
+            "transcription": {"model": "gpt-4o-transcribe", "language": "zh-TW"}}}})
+        threading.Thread(target=lambda: events.extend(conn), daemon=True).start()
+        for i in range(0, len(pcm), 48000):
+            conn.input_audio_buffer.append(audio=base64.b64encode(pcm[i : i + 48000]).decode())
+        conn.input_audio_buffer.commit()
+        deadline = time.monotonic() + 120
+        while not any(e.type == done for e in events) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    text = "".join(e.transcript for e in events if e.type == done)
+    assert "們" in text and "们" not in text, text
+
+
 @pytest.mark.timeout(120)
 def test_auto_a_short_phrase_then_hang_up_arrives_and_closes(server):
     """language=auto holds an utterance too short to tell its language for the speech that

@@ -113,11 +113,14 @@ def test_listen_params_rejected(query, code):
 @pytest.mark.parametrize("tag, lang, script", [
     ("zh", "zh", None), ("ZH", "zh", None), ("zh-CN", "zh", None), ("zh-TW", "zh", "traditional"),
     ("zh-hk", "zh", "traditional"), ("zh-Hant", "zh", "traditional"), ("en-US", "en", None),
-    ("auto", "auto", None),
+    ("auto", "auto", None), ("zh-Hant-TW", "zh", "traditional"), ("zh_TW", "zh", "traditional"),
+    ("cmn-Hant-TW", "zh", "traditional"), ("cmn-Hans-CN", "zh", None), ("zh-Hans-HK", "zh", None),
+    ("cmn", "zh", None), ("en-TW", "en", None), ("pt_BR", "pt", None),
 ])
 def test_language_tags_are_read_as_every_api_reads_them(tag, lang, script):
     """Ours refused "zh-TW", "zh-CN" and "ZH", which the Deepgram endpoint took (and OpenAI's
-    wrote "zh-TW" in simplified characters)."""
+    wrote "zh-TW" in simplified characters); "zh-Hant-TW" came out simplified, and "zh_TW"
+    (a locale's form) and Google's "cmn-Hant-TW" were refused."""
     p = wire.ListenParams.from_query({"language": tag})
     assert (p.language, p.zh_script) == (lang, script)
     assert wire.ListenParams.from_query({"language": tag, "zh_script": "as_is"}).zh_script \

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.websockets import WebSocket
 
 from .. import wire
-from ..errors import ClientError, close_code_for
+from ..errors import ClientError, ProtocolError, close_code_for
 from ..listen import ListenConnection
 from ..vad import SpeechEnd, SpeechStart, VadSegmenter, webrtc_classifier
 from .common import g711_to_float, speaker_token
@@ -287,11 +287,14 @@ class RealtimeConnection(ListenConnection):
             raise ClientError("invalid_session", "transcription must be an object")
         lang = tr.get("language")
         if lang:
-            base = str(lang).split("-")[0].lower()
+            try:  # (a tag as every API here reads it: "zh-TW" asks for traditional characters)
+                base, script = wire.language_tag(str(lang))
+            except ProtocolError:
+                base, script = "", None
             if base not in self.engine.languages:
                 raise ClientError("invalid_language", f"model {self.engine.model_name} does "
                                   f"not know language {lang!r}")
-            self.session.language = base
+            self.session.language, self.session.zh_script = base, script
         prompt = tr.get("prompt")
         if prompt is not None:
             if not isinstance(prompt, str):
