@@ -16,7 +16,7 @@ import unicodedata
 from typing import TextIO
 
 from whisperwire.server import wire
-from whisperwire.server.text import glued, needs_space, split_units
+from whisperwire.server.text import closes, glued, needs_space, split_units
 
 from .connect import DEFAULT_URL, server_error_sentence
 
@@ -71,11 +71,14 @@ class Flow:
                 self._last_end is not None and start - self._last_end >= PAUSE_S)):
             out.append(self._newline())
         width = sys.maxsize if self.one_per_line else self.width
-        for word in split_units(text):  # Latin words, and CJK one character at a time
+        words = split_units(text)  # Latin words, and CJK one character at a time
+        for i, word in enumerate(words):
+            # a closing mark never starts a line: the character before it goes down with it
+            mark = words[i + 1].strip() if i + 1 < len(words) and closes(words[i + 1]) else ""
             for piece in _split_word(word.strip(), width):
                 sep = " " if self.line and not glue and needs_space(self.line, piece) else ""
                 glue = False
-                if self.line and cells(self.line) + len(sep) + cells(piece) > width:
+                if self.line and cells(self.line) + len(sep) + cells(piece + mark) > width:
                     out.append(self._newline())
                     sep = ""
                 piece = sep + piece

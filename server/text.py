@@ -19,10 +19,10 @@ from typing import Iterable, Sequence
 
 from .wire import ZH_SCRIPTS, Word
 
-__all__ = ["ZH_SCRIPTS", "append_piece", "cer", "cer_tokens", "convert_words", "display_width",
-           "finals_text", "glue_piece", "glued", "is_piece", "is_unspaced", "join_texts", "join_units",
-           "needs_space", "script_for", "split_units", "split_words", "tidy", "to_script",
-           "whole_words", "wrap_units"]
+__all__ = ["NO_LINE_START", "ZH_SCRIPTS", "append_piece", "cer", "cer_tokens", "closes",
+           "convert_words", "display_width", "finals_text", "glue_piece", "glued", "is_piece",
+           "is_unspaced", "join_texts", "join_units", "needs_space", "script_for", "split_units",
+           "split_words", "tidy", "to_script", "whole_words", "wrap_units"]
 
 _OPENCC = {"simplified": "t2s", "traditional": "s2t"}
 
@@ -204,16 +204,30 @@ def _break_rank(unit: str) -> int:
     return 3
 
 
+# marks no line may start with (Chinese and Japanese typesetting's rule, and Latin's own)
+NO_LINE_START = "，。、；：？！）」』》〉】〕〗〙〛”’…‧·,.;:?!)]}%"
+
+
+def closes(unit: str) -> bool:
+    """Whether ``unit`` is closing marks only: a line never starts with it ("，然后...")."""
+    u = unit.strip()
+    return bool(u) and all(c in NO_LINE_START for c in u)
+
+
 def wrap_units(units: Sequence[str], width: int) -> list[str]:
     """Lines of at most ``width`` display columns (a unit wider than a line gets a line of its
-    own). A full line breaks after the best punctuation in its last third, if any."""
+    own). A full line breaks after the best punctuation in its last third, if any, and never
+    before a closing mark: the unit before it goes down with it (a subtitle line began
+    "，然后我们不像猎物。")."""
     lines: list[str] = []
     cur: list[str] = []
     for u in units:
         if cur and display_width(join_units(cur + [u])) > width:
-            cut = len(cur)
+            nxt = cur + [u]
+            can = [c for c in range(1, len(cur) + 1) if not closes(nxt[c])]
+            cut = can[-1] if can else len(cur)
             for rank in range(3):
-                at = [i + 1 for i in range(len(cur)) if _break_rank(cur[i]) == rank]
+                at = [c for c in can if _break_rank(cur[c - 1]) == rank]
                 if at and at[-1] >= len(cur) * 2 // 3:
                     cut = at[-1]
                     break

@@ -57,6 +57,23 @@ def test_wrap_matches_python_within_the_width(page):
                 assert got == wrap_units(split_units(text), width), (text, width)
 
 
+MARKED = "爆猫的普适方式是先融入旧圆环境，然后我们不像猎物。他说：“我们走吧。”好，再见！"
+
+
+def test_no_line_starts_with_a_closing_mark_in_the_overlay_or_the_subtitles(page):
+    """Chinese typesetting never starts a line with "，" or "。": the overlay's lines and the
+    subtitles' did ("，然后我们不像猎物。" at 30 columns). The character before the mark goes
+    down with it."""
+    from whisperwire.server.text import closes
+
+    for width in range(6, 44, 2):
+        for lines in (js(page, f"t.wrap(a, {width})", MARKED),
+                      wrap_units(split_units(MARKED), width)):
+            assert "".join(lines) == MARKED, lines
+            assert not any(closes(x[:1]) for x in lines), (width, lines)
+            assert all(display_width(x) <= width for x in lines), (width, lines)
+
+
 def test_a_final_that_goes_on_the_last_word_is_glued_as_in_python(page):
     from whisperwire.server.text import append_piece, glued
     from whisperwire.server.wire import Word

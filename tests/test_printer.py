@@ -150,3 +150,14 @@ def test_a_viewer_starts_a_new_line_when_the_speaker_ends():
     p(Final(1, "in being comparatively modern.", 10.3, 11.5, (), False))
     p.close()
     assert out.getvalue().splitlines() == ["and the others", "in being comparatively modern."]
+
+
+def test_a_closing_mark_never_starts_a_terminal_line():
+    """At 30 columns "...旧圆环境，然后..." broke before "，": the character goes down with it."""
+    from whisperwire.server.text import closes
+
+    flow = Flow(30)
+    text = "爆猫的普适方式是先融入旧圆环境，然后我们不像猎物。"
+    lines = (flow.final(text) + flow.end()).splitlines()
+    assert "".join(lines) == text
+    assert lines[1].startswith("境，") and not any(closes(x[:1]) for x in lines), lines

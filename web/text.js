@@ -54,13 +54,29 @@ export function units(text) {
   return out;
 }
 
-/** Lines of at most `width` columns (a unit wider than a line gets a line of its own). */
+// marks no line may start with (server/text.py's NO_LINE_START)
+const NO_LINE_START = "，。、；：？！）」』》〉】〕〗〙〛”’…‧·,.;:?!)]}%";
+
+/** Whether `unit` is closing marks only: a line never starts with it ("，然后..."). */
+export const closes = (unit) => {
+  const u = unit.trim();
+  return u.length > 0 && [...u].every((c) => NO_LINE_START.includes(c));
+};
+
+const joinUnits = (us) => us.reduce((a, b) => joinText(a, b), "");
+
+/** Lines of at most `width` columns (a unit wider than a line gets a line of its own), never
+ * one that starts with a closing mark: the unit before it goes down with it. */
 export function wrap(text, width) {
-  const out = [];
+  const lines = [];
   for (const u of units(text)) {
-    const last = out.length ? out[out.length - 1] : null;
-    if (last !== null && displayWidth(joinText(last, u)) <= width) out[out.length - 1] = joinText(last, u);
-    else out.push(u);
+    const last = lines.length ? lines[lines.length - 1] : null;
+    if (last !== null && displayWidth(joinUnits([...last, u])) <= width) last.push(u);
+    else if (last !== null && closes(u) && last.length > 1) {
+      const down = [u];  // (marks after marks, "。”": down to the character before them)
+      while (last.length > 1 && closes(down[0])) down.unshift(last.pop());
+      lines.push(down);
+    } else lines.push([u]);
   }
-  return out;
+  return lines.map(joinUnits);
 }
