@@ -125,6 +125,23 @@ def test_stream_true_sends_the_transcript_as_it_is_made(live_server, sample):
 
 
 @pytest.mark.timeout(60)
+def test_stream_true_with_a_format_that_cannot_stream_is_refused_with_a_request_id(
+        live_server, sample):
+    """stream=True with verbose_json, srt or vtt (on a model that streams) answered 200 with
+    the plain body, which the SDK's Stream read as no events at all: the transcript was
+    silently lost. OpenAI's streaming models take json and text only, and say so with a 400;
+    and every error carries a request id, as OpenAI's do (the SDK's ``e.request_id``)."""
+    data, _, _ = sample
+    oa = client(live_server)
+    for fmt in ("verbose_json", "srt", "vtt"):
+        with pytest.raises(openai.BadRequestError) as e:
+            list(oa.audio.transcriptions.create(file=("speech.wav", data), stream=True,
+                                                model="gpt-4o-transcribe", response_format=fmt))
+        assert e.value.param == "response_format" and "json" in e.value.message, fmt
+        assert e.value.request_id and e.value.request_id.startswith("req_"), fmt
+
+
+@pytest.mark.timeout(60)
 def test_another_method_on_a_file_endpoint_is_a_405_in_the_dialects_shape(live_server):
     """A GET (a browser, a health probe, a client that builds the wrong request) on a file
     endpoint was answered by the web page's static files: a plain-text 404 "Not Found", which

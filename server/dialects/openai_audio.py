@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -111,10 +112,12 @@ def error_type(code: str) -> str:
 
 def error(exc: ClientError, param: str | None = None) -> JSONResponse:
     status = _STATUS.get(exc.code, 400)
+    # (OpenAI sends a request id with every answer, errors too: the SDK's ``e.request_id``)
+    headers = {**retry_after(exc.code), "x-request-id": "req_" + secrets.token_hex(12)}
     return JSONResponse({"error": {"message": exc.message,
                                    "type": error_type(exc.code),
                                    "param": param, "code": exc.code}}, status_code=status,
-                        headers=retry_after(exc.code))
+                        headers=headers)
 
 
 async def _form(request: Request) -> tuple[dict[str, Any], bytes]:
@@ -171,6 +174,11 @@ def _options(fields: dict[str, Any], task: str, engine: Any) -> tuple[str, list[
     if fmt not in FORMATS:
         raise ClientError("unsupported_response_format",
                           f"response_format must be one of {', '.join(FORMATS)}")
+    if _stream_asked(fields, task) and fmt not in ("json", "text"):
+        # (OpenAI's streaming models take only these; the SDK read the plain body as a
+        # stream of no events, and the transcript was silently lost)
+        raise ClientError("unsupported_response_format", f"response_format '{fmt}' is not "
+                          "compatible with stream=true. Use 'json' or 'text' instead.")
     grans = [str(g) for g in fields.get("timestamp_granularities[]", [])] or ["segment"]
     if any(g not in ("word", "segment") for g in grans):
         raise ClientError("bad_timestamp_granularities",
@@ -220,9 +228,13 @@ def _streams(fields: dict[str, Any], task: str, fmt: str) -> bool:
     """``stream=true`` as OpenAI reads it: server-sent events of the transcript as it is made,
     for transcriptions in json or text; ignored for ``whisper-1`` (so the SDK says) and for
     the other formats and translations, which OpenAI does not stream either."""
-    asked = str(fields.get("stream", "false")).lower() == "true"
-    return asked and task == "transcribe" and fmt in ("json", "text") and str(
-        fields.get("model") or "") != "whisper-1"
+    return _stream_asked(fields, task) and fmt in ("json", "text")
+
+
+def _stream_asked(fields: dict[str, Any], task: str) -> bool:
+    """``stream=true`` on a transcription by a model that streams (not ``whisper-1``)."""
+    return (str(fields.get("stream", "false")).lower() == "true" and task == "transcribe"
+            and str(fields.get("model") or "") != "whisper-1")
 
 
 async def _stream(server: WhisperWire, token: str | None, audio: Any, lang: str | None,
