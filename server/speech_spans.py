@@ -21,6 +21,9 @@ __all__ = ["SpeechSpans"]
 
 # a word's edge this far into a silence is the aligner's usual slack, not a pause spread over
 SLACK_S = 0.1
+# no word is said for longer: a longer one is stretched over speech Whisper never wrote
+MAX_WORD_S = 2.0
+_SENTENCE_ENDS = tuple(".?!。？！")
 
 
 class SpeechSpans:
@@ -52,7 +55,12 @@ class SpeechSpans:
 
     def clamp(self, words: list[Word]) -> list[Word]:
         """``words`` with an edge deep in a silence moved to where the speech beside it is:
-        a start to the next utterance's start, an end to the previous one's end."""
+        a start to the next utterance's start, an end to the previous one's end; and none
+        longer than ``MAX_WORD_S``: the aligner stretches a word over speech Whisper never
+        wrote (English in a stream decoded as Chinese: "现" at 9.81-22.83 s, a subtitle cue
+        of 13 s). A sentence's last word keeps its start (a decode that stopped there), any
+        other its end (the first word after what it left out), as Whisper's own timing
+        truncates long words at sentence boundaries."""
         out = []
         for w in words:
             start, end = w.start, w.end
@@ -62,5 +70,10 @@ class SpeechSpans:
             gap = self._silence_at(end)
             if gap is not None and gap[0] > start:
                 end = gap[0]
+            if end - start > MAX_WORD_S:
+                if w.word.rstrip().endswith(_SENTENCE_ENDS):
+                    end = start + MAX_WORD_S
+                else:
+                    start = end - MAX_WORD_S
             out.append(w if (start, end) == (w.start, w.end) else replace(w, start=start, end=end))
         return out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from whisperwire.server.speech_spans import SpeechSpans
+from whisperwire.server.speech_spans import MAX_WORD_S, SpeechSpans
 from whisperwire.server.wire import Word
 
 SR = 16000
@@ -50,3 +50,18 @@ def test_spans_already_final_are_forgotten():
     assert s.spans == [[2.0, 3.0], [4.0, None]]
     s.forget_before(99.0)
     assert s.spans == [[4.0, None]]  # (the open one stays)
+
+
+def test_no_word_is_longer_than_two_seconds():
+    """A stream decoded as Chinese that heard English for 11 s wrote nothing of it, and the
+    aligner stretched the next character over it: "现" at 9.81-22.83 s, a subtitle cue of 13 s.
+    A sentence's last word keeps its start (the decode stopped there: "am." stretched from
+    3.30 to 6.86 s over words it never wrote), any other word its end."""
+    spans = SpeechSpans()
+    spans.start(int(9.5 * 16000))  # (one utterance, English and Chinese: no silence in it)
+    w = spans.clamp([Word("现", 9.81, 22.83, 0.5), Word("场", 22.83, 23.1, 0.9)])
+    assert [(x.start, x.end) for x in w] == [(22.83 - MAX_WORD_S, 22.83), (22.83, 23.1)]
+    w = spans.clamp([Word(" I", 2.66, 3.3, 0.9), Word(" am.", 3.3, 6.86, 0.7)])
+    assert [(x.start, x.end) for x in w] == [(2.66, 3.3), (3.3, 3.3 + MAX_WORD_S)]
+    ok = [Word(" so", 1.0, 2.9, 0.9)]
+    assert spans.clamp(ok) == ok
