@@ -93,15 +93,19 @@ async def follow_channel(url: str, session: str, on_message: Callable[[wire.Mess
     waits_s = RETRIES_S if waits_s is None else waits_s
     seen, life = -1, None
     shift = last_end = 0.0  # where the id's current life starts on the first life's clock
+    base = 0.0  # ... and where the life before it was final to
 
     def fresh(m: wire.Message) -> None:
-        nonlocal seen, life, shift
+        nonlocal seen, life, shift, base
         if isinstance(m, wire.Channel):  # another life of the id numbers its finals from 0
             if life is not None and m.instance != life:
-                # ... and its clock starts at 0 again: it goes on after the old life's last
-                # final, as the speaker's own file puts it (the saved file ran back to 0.3 s,
-                # with a cue of no length where the two met)
-                seen, shift = -1, last_end
+                # ... and its clock starts at 0 again: it goes on where the old life was
+                # final to, less what its speaker sent again (``said``), as the speaker's own
+                # file puts it (the saved file ran back to 0.3 s, with a cue of no length
+                # where the two met; then, with every cue after a restart 1 s late)
+                seen, base = -1, last_end
+            if life is not None:
+                shift = max(0.0, base - (m.said or 0.0))
             life = m.instance
             return
         if isinstance(m, wire.Final):

@@ -114,6 +114,7 @@ class Transcript:
     speakers: int = 1
     turns: list[int] = field(default_factory=list)
     instance: str = field(default_factory=lambda: secrets.token_hex(8))  # this life of the id
+    said: float | None = None  # a new life's first seconds, made final by an earlier one
     # set at each final, for a reader of ``finals`` in this process that waits for the next
     # (a file's streamed transcript), so it needs neither poll nor a viewer's place
     grew: asyncio.Event = field(default_factory=asyncio.Event, repr=False, compare=False)
@@ -237,7 +238,10 @@ class Hub:
         on where the channel's did; a new channel's clock starts at the stream's 0. Whether
         the channel went on."""
         at = resume_at(t.offset, t.finals)
-        if at is None:
+        if at is None:  # (a new life: its viewers learn where its clock sits on the old one)
+            t.said = max(0.0, seconds)
+            for v in list(t.viewers):
+                v.put(Channel(t.session, t.instance, t.said))
             return False
         t.offset = t.audio_seconds = max(0.0, at - max(0.0, seconds))
         return True
@@ -275,7 +279,7 @@ class Hub:
             raise ClientError("too_many_viewers",
                               f"session {t.session!r} has {self.max_viewers} viewers")
         v = Outbox(max_pending=max(512, 2 * len(t.finals) + 64), follow=True)
-        v.put(Channel(t.session, t.instance))  # (which life of the id its finals count in)
+        v.put(Channel(t.session, t.instance, t.said))  # (the life its finals count in)
         # each speaker's last final closes its utterance, as downloads have it: a viewer
         # here when it ended got its ``closed``, and a late one would see the next speaker's
         # words run on in the same line

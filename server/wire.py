@@ -263,11 +263,17 @@ class Channel(_Message):
     (``instance``). A restarted server's channel, or one opened again after it expired, begins
     anew with its finals numbered from 0: a viewer that was counting another life's finals
     (to skip the ones the server replays when it comes back) starts its count over, or it
-    would take the new life's first finals for replays and never show them."""
+    would take the new life's first finals for replays and never show them. A viewer that
+    puts the lives on one clock (``captions --output``) starts the new one ``said`` before
+    where the old one was final to, as the speaker's own file does (it ran 1 s late)."""
 
     type: ClassVar[str] = "channel"
     session: str
     instance: str
+    # (only when set) this life's first seconds, which its speaker sent again as ``said``
+    # after an earlier life of the id made them final: its 0 lies that long before where
+    # that life was final to (a restarted server). Sent again when the speaker says it.
+    said: float | None = None
 
 
 Message = (Finalize | Close | Said | Ready | Partial | Final | UtteranceEnd | Error | Status | Language

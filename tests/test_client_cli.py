@@ -453,6 +453,71 @@ def test_captions_shows_a_restarted_server_s_channel_from_its_first_final(live_s
     assert all(b[0] >= a[1] - 0.01 for a, b in zip(ends, ends[1:])), ends
 
 
+def test_captions_puts_a_restarted_servers_channel_where_its_speaker_does(live_server):
+    """A speaker back on a restarted server sends the second before its last final again
+    (``said``): the new channel's 0 lies that second before where the old one was final to,
+    and the speaker's own file puts it there. The viewer's file put it at that end, so every
+    cue after a restart ran 1 s late. The server now tells viewers (``channel.said``), also
+    one that joined before the speaker said it."""
+    import websockets
+    from tcp_proxy import CuttableProxy
+
+    engine = live_server.app.state.engine
+    seen: list[wire.Message] = []
+
+    async def speak(url: str, audio: np.ndarray, said: float | None = None) -> None:
+        async with websockets.connect(f"{url}/v1/listen?session=said-cli") as ws:
+            assert json.loads(await ws.recv())["type"] == "ready"
+            if said is not None:
+                await ws.send(json.dumps({"type": "said", "seconds": said}))
+            await ws.send(s16(audio))
+            await ws.send(json.dumps({"type": "close"}))
+            async for m in ws:
+                if json.loads(m)["type"] == "closed":
+                    break
+
+    async def until(done) -> None:  # type: ignore[no-untyped-def]
+        for _ in range(300):
+            if done():
+                return
+            await asyncio.sleep(0.1)
+
+    def finals() -> list[wire.Final]:
+        return [m for m in seen if isinstance(m, wire.Final)]
+
+    with LiveServer(engine=engine) as old, LiveServer(engine=engine) as restarted:
+        proxy = CuttableProxy(old.port)
+
+        async def go() -> None:
+            stop = asyncio.Event()
+            viewer = asyncio.create_task(captions.follow_channel(
+                proxy.url, "said-cli", seen.append, stop=stop, waits_s=(0.2,) * 20))
+            await speak(old.url, load16k(JFK))
+            await until(lambda: any(isinstance(m, wire.Closed) for m in seen))
+            proxy.cut()
+            proxy.mend(restarted.port)
+            await asyncio.sleep(1.0)  # (the viewer is back, waiting for the id to go live)
+            await speak(restarted.url, load16k(str(SPEECH / "LJ001-0002.wav")), said=1.0)
+            await until(lambda: restarted.app.state.hub.get("said-cli") is not None and len(
+                finals()) > len(old.app.state.hub.get("said-cli").finals))
+            await asyncio.sleep(0.5)
+            stop.set()
+            await asyncio.wait_for(viewer, 30)
+
+        try:
+            asyncio.run(go())
+        finally:
+            proxy.close()
+        before = old.app.state.hub.get("said-cli").finals
+        after = restarted.app.state.hub.get("said-cli").finals
+    assert after and after[0].start >= 1.0, after[:1]
+    shown = finals()[len(before):]
+    assert [f.text for f in shown] == [f.text for f in after]
+    # the new life's 0 is 1 s before where the old one was final to
+    for f, g in zip(shown, after):
+        assert f.start == pytest.approx(g.start + before[-1].end - 1.0, abs=0.002), (f, g)
+
+
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGHUP"])
 def test_captions_follows_until_ctrl_c_and_then_saves(live_server, tmp_path, sig):
     """SIGTERM and SIGHUP (``timeout``, ``docker stop``, systemd, a closed terminal) stop it

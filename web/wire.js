@@ -25,7 +25,7 @@ export const SERVER_TYPES = {
   status: ["audio_seconds", "lag", "backlog?"],
   language: ["language", "probability", "start"],
   closed: ["reason", "audio_seconds"],
-  channel: ["session", "instance"],
+  channel: ["session", "instance", "said?"],
 };
 
 /** The message in `text`, or null for anything this page cannot use (not JSON, a type it does
