@@ -14,8 +14,9 @@ from .text import is_unspaced
 from .wire import Word
 
 __all__ = ["centre", "drop_unsure_echoes", "heard_again", "loop_phrase", "loop_start",
-           "repeated_head", "rereads", "restarted_head", "said_on", "spoken", "spoken_repeats",
-           "spoken_twice", "squeezed", "squeezed_runs", "unsaid_words", "words_from"]
+           "held_end", "read_again_past", "repeated_head", "rereads", "restarted_head", "said_on", "spoken",
+           "spoken_repeats", "spoken_twice", "squeezed", "squeezed_runs", "unsaid_words",
+           "words_from"]
 
 
 def loop_start(prefix: list[str], keys: list[str]) -> int:
@@ -455,6 +456,37 @@ def squeezed(w: Word) -> bool:
     third "wait" of "Wait, wait, wait" at 1.72-1.74 s in a window from 1.23 s lasted
     0.0199999 s.)"""
     return w.end - w.start < 0.01
+
+
+# a word the aligner made longer than this is stretched over speech its decode never wrote
+STRETCHED_WORD_S = 1.0
+
+
+def read_again_past(tail: list[Word], words: list[Word]) -> int:
+    """How many of a read-on's first ``words`` (the window read again past ``tail``, the words
+    an end decode stopped at) are the held sentence read again, however worded: those it
+    places before the tail's end ("They all took a little ..." squeezed there, for the held
+    "They all to take a little of this Christmas spirit.", en-05). Where the aligner stretched
+    the tail's last word over speech the end decode never wrote, only a word the aligner gave
+    no time, or one that says a unit of the tail, is read again: the end decode stopped at
+    "am.", put it at 3.30-6.86 s, and the read-on's "And you know what you" (4.34-6.84 s)
+    were lost (en-07's first 10 s sent at 24 kHz)."""
+    end = tail[-1].end
+    stretched = held_end(tail) < end
+    keys = {unit_key(w.word) for w in tail}
+    i = 0
+    while i < len(words) and centre(words[i]) < end and (
+            not stretched or squeezed(words[i]) or unit_key(words[i].word) in keys):
+        i += 1
+    return i
+
+
+def held_end(tail: list[Word]) -> float:
+    """Where the words an end decode stopped at surely end, for the question of which of the
+    read-on's words are final audio heard again: the last one's end, or its start where the
+    aligner stretched it (:func:`read_again_past`)."""
+    last = tail[-1]
+    return last.start if last.end - last.start > STRETCHED_WORD_S else last.end
 
 
 def centre(w: Word) -> float:

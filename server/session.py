@@ -31,7 +31,7 @@ from .agreement import join_words, unit_key
 from .audio import MODEL_RATE
 from .decoding import DecodeRequest, DecodeResult
 from .judging import Judge, Verdict
-from .rereads import centre, spoken, words_from
+from .rereads import held_end, read_again_past, spoken, words_from
 from .speech_spans import SpeechSpans
 from .stream_options import StreamOptions
 from .text import (cjk_marks, convert_words, is_unspaced, join_texts, script_for,
@@ -513,17 +513,16 @@ class StreamSession:
         on once more, on the whole input (:meth:`.Judge.looped_short`)."""
         tail, u.tail = u.tail, None
         assert tail is not None
-        words, verdict = self.judge.accepted_words(req, result, win_end, tail[-1].end,
+        words, verdict = self.judge.accepted_words(req, result, win_end, held_end(tail),
                                                    u.buffer.committed + tail,
                                                    self.judge.silent_from(u, win_end),
                                                    self._asked_for_silence(req, u))
         # it was asked for the audio after them: what it places before their end is the held
-        # sentence read again, however worded ("They all to take a little of this Christmas
-        # spirit." held, then "They all took a little ..." squeezed there, en-05)
-        i = 0
-        while i < len(words) and centre(words[i]) < tail[-1].end:
-            i += 1
-        new = words[i:] if verdict != Verdict.REJECTED else []
+        # sentence read again (but in a stretched last word: read_again_past)
+        new = words[read_again_past(tail, words):] if verdict != Verdict.REJECTED else []
+        if new and new[0].start < tail[-1].end:  # (the stretched word ends where they begin)
+            last = tail[-1]
+            tail = tail[:-1] + [replace(last, end=max(last.start, new[0].start))]
         at = int(round(win_end * MODEL_RATE))
         if self._not_asked_whole(u, Kind.END, at) and self.judge.looped_short(
                 req, result, verdict, new):

@@ -18,14 +18,26 @@ from whisperwire.server.wire import Final, Partial, UtteranceEnd, Word
 SR = 16000
 
 
+def voiced(n: int, rng: np.random.Generator) -> np.ndarray:
+    """A loud vowel-like burst of ``n`` samples: glottal pulses at a pitch of 110-220 Hz through
+    a decaying resonance, with some breath noise (the session takes words only where the audio
+    has a voice: ``StreamOptions.needs_voice``)."""
+    period = int(SR / rng.uniform(110, 220))
+    x = np.zeros(n)
+    x[::period] = 1.0
+    ring = np.exp(-np.arange(200) / 40.0) * np.cos(2 * np.pi * 700 * np.arange(200) / SR)
+    y = np.convolve(x, ring)[:n] + 0.05 * rng.standard_normal(n)
+    return (0.3 * y / np.sqrt(np.mean(y * y))).astype(np.float32)
+
+
 def make_stream(n_words: int, word_s: float = 0.4, gap_s: float = 0.1, pause_every: int = 0,
                 pause_s: float = 1.0, lead_s: float = 1.0):
-    """Audio of loud bursts (words) separated by short gaps, optional long pauses; and the
-    ground truth [(text, start, end)]."""
+    """Audio of loud voiced bursts (words) separated by short gaps, optional long pauses; and
+    the ground truth [(text, start, end)]."""
     truth, parts, t = [], [np.zeros(int(lead_s * SR), np.float32)], lead_s
     rng = np.random.default_rng(1)
     for i in range(n_words):
-        burst = (0.3 * rng.standard_normal(int(word_s * SR))).astype(np.float32)
+        burst = voiced(int(word_s * SR), rng)
         truth.append((f"w{i}", t, t + word_s))
         parts += [burst, np.zeros(int(gap_s * SR), np.float32)]
         t += word_s + gap_s
@@ -1376,7 +1388,7 @@ def _short_utterance(n_words: int = 1):
     rng = np.random.default_rng(2)
     truth, parts, t = [], [np.zeros(SR, np.float32)], 1.0
     for i in range(n_words):
-        parts += [(0.3 * rng.standard_normal(int(0.4 * SR))).astype(np.float32),
+        parts += [voiced(int(0.4 * SR), rng),
                   np.zeros(int(0.1 * SR), np.float32)]
         truth.append((f"w{i}", t, t + 0.4))
         t += 0.5
@@ -1819,6 +1831,43 @@ def test_an_end_decode_that_stops_before_the_speech_does_reads_on(flat, word_s):
     off = StreamSession(StreamOptions(tail_check_ms=0), energy_vad())
     got = finals(hang_up(off, StopsShortDecoder(truth), audio, flat))
     assert len(" ".join(x.text for x in got).split()) < len(truth)  # the defect, with it off
+
+
+class StopsStretchedDecoder(ScriptedDecoder):
+    """As :class:`StopsShortDecoder`, but the end decode stops ``left_out`` words early and the
+    aligner stretches its last word over the speech it never wrote, to just before the last
+    word: tiny.en on en-07's first 10 s sent at 24 kHz, "... than I am." with "am." at
+    3.30-6.86 s, over "And you know what you are" (which the read-on heard, at 4.34-6.84 s)."""
+
+    def __init__(self, truth, left_out: int = 5):
+        super().__init__(truth)
+        self.left_out = left_out
+        self.stopped: set[float] = set()
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        good = super().__call__(req)
+        end = round(req.offset + req.duration, 3)
+        if not req.final or end in self.stopped or len(good.words) <= self.left_out + 1:
+            return good
+        self.stopped.add(end)
+        kept = list(good.words[: -self.left_out - 1])
+        kept[-1] = replace(kept[-1], end=good.words[-2].end)
+        return DecodeResult(tuple(kept), "".join(w.word for w in kept), 0.01, -0.2, 1.2)
+
+
+def test_a_read_on_keeps_the_words_heard_inside_a_stretched_last_word():
+    """The read-on's words that lie inside the stopped decode's stretched last word are new
+    speech, not the held sentence read again: they were lost (the file API's "They may make
+    me more happy than I am. going to do."), and the stretched word now ends where they
+    begin."""
+    audio, truth = make_stream(12)
+    audio = audio[: int((truth[-1][2] + 0.05) * SR)]
+    dec = StopsStretchedDecoder(truth)
+    f = finals(hang_up(StreamSession(StreamOptions(), energy_vad()), dec, audio, flat=True))
+    assert dec.stopped, "no end decode stopped short"
+    assert " ".join(x.text for x in f).split() == [w[0] for w in truth]
+    words = [w for x in f for w in x.words]
+    assert all(a.end <= b.start + 1e-6 for a, b in zip(words, words[1:])), words
 
 
 class MishearsWhenForcedDecoder(ScriptedDecoder):
@@ -2420,7 +2469,12 @@ def test_a_short_first_utterance_whose_every_word_is_doubted_says_nothing(sure, 
     that long, so the next speech has started (and joined the run) by the time the sliver's
     end decode is back, as on en-07."""
     lead = np.zeros(SR, np.float32)
-    sound = (0.3 * np.random.default_rng(2).standard_normal(SR // 2)).astype(np.float32)
+    said = sure or no_speech < StreamOptions().doubted_end_no_speech
+    # a breath (no voice), or, where the word is to be said, a sound with a voice (no word
+    # stands over audio without one: ``needs_voice``)
+    rng = np.random.default_rng(2)
+    sound = voiced(SR // 2, rng) if said else (0.3 * rng.standard_normal(SR // 2)).astype(
+        np.float32)
     gap = np.zeros(int(0.6 * SR), np.float32)  # longer than the hangover: the VAD ends it
     words, truth = make_stream(8, lead_s=0.0)
     truth = [("Yeah.", 1.0, 1.5)] + [(t, a + 2.1, b + 2.1) for t, a, b in truth]
@@ -2430,7 +2484,6 @@ def test_a_short_first_utterance_whose_every_word_is_doubted_says_nothing(sure, 
     audio = np.concatenate([lead, sound, gap, words])
     ev = drive_timed(s, dec, audio, lambda r: cost_s) if cost_s else drive(s, dec, audio)
     text = " ".join(f.text for f in finals(ev))
-    said = sure or no_speech < StreamOptions().doubted_end_no_speech
     assert text == ("Yeah. " if said else "") + " ".join(f"w{i}" for i in range(8))
 
 
@@ -2832,12 +2885,18 @@ def test_a_doubted_end_decode_over_a_sound_with_no_voice_says_nothing():
     }
     for case, (sound, extra, kept) in cases.items():
         audio = np.concatenate([np.zeros(16000), said, pause, sound, np.zeros(32000)])
-        for p in (0.3, 0.0):
-            s = StreamSession(StreamOptions(unvoiced_doubt_probability=p), energy_vad())
+        added = "".join(w for w, *_ in extra)
+        for p in (0.3, 0.0):  # (the rule alone: no word over audio without a voice is later's)
+            s = StreamSession(StreamOptions(unvoiced_doubt_probability=p, needs_voice=False),
+                              energy_vad())
             text = " ".join(f.text for f in finals(drive(s, decoder(gone + 1.0, extra),
                                                           audio.astype(np.float32))))
-            added = "".join(w for w, *_ in extra)
             assert text == "Ask not." + (added if kept or p == 0 else ""), (case, p, text)
+        # and as the session runs: no word at all over the hum and the bursts, however sure
+        s = StreamSession(StreamOptions(), energy_vad())
+        text = " ".join(f.text for f in finals(drive(s, decoder(gone + 1.0, extra),
+                                                      audio.astype(np.float32))))
+        assert text == "Ask not." + (added if sound is reply else ""), (case, text)
 
 
 def test_an_unvoiced_doubt_judges_every_open_utterance_and_leaves_a_partly_final_one():
