@@ -573,6 +573,8 @@ class StreamSession:
     def _commit(self, u: Run, kind: Kind, result: DecodeResult, words: list[Word],
                 duration: float, win_end: float, unsure: bool, busy_step: bool) -> None:
         """What a decode's accepted words make final, by what the decode was for."""
+        if words and self.opt.needs_voice and not u.voice_after(u.undecided_from):
+            words = []  # steady noise: no voice in the utterances not final yet (needs_voice)
         keep_from = win_end - self.opt.stall_keep_ms / 1000
         u.buffer.insert(words)
         u.held_by = kind

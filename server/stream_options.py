@@ -164,6 +164,14 @@ class StreamOptions:
     # every one; the all-doubted among them ("Boy.", "Mm.", "Still.", "Women.") 0.89-1.0.
     # 0: never.
     unvoiced_doubt_probability: float = 0.3
+    # no decode's words stand (not as a partial, not as a final) while the utterances not all
+    # final hold no voice (two periodic 30 ms frames in a row, server/voicing.py): Whisper reads
+    # steady noise as words, however sure. 10 s of brown noise (-11 dBFS RMS, which webrtcvad
+    # takes for speech; voicing 0.32-0.41) came out "驾驶车" with base and language=zh,
+    # "1-2-3-4-4-4-4" (p up to 0.88) with language=auto, "Oh." with English; offline decoding
+    # with faster-whisper's VAD writes nothing. Every utterance of ../shared/speech has a voice
+    # (0.83 and more). Whispered speech has none: it would say nothing. False: never.
+    needs_voice: bool = True
     # an utterance that starts this soon after the previous one ended continues its window
     join_gap_ms: int = 2000
     # ... and a final word's start or end that Whisper's alignment put deep in the silence

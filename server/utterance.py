@@ -14,7 +14,10 @@ import numpy as np
 from .agreement import HypothesisBuffer
 from .audio import MODEL_RATE
 from .decoding import DecodeRequest, DecodeResult
+from .voicing import last_voiced
 from .wire import Word
+
+_VOICE_OVERLAP = MODEL_RATE // 10  # two 30 ms frames, a 17.5 ms pitch lag and the filter's
 
 __all__ = ["ATTEMPTS", "Asking", "Attempt", "Early", "EndMark", "Kind", "Run", "WholeAsk"]
 
@@ -158,6 +161,8 @@ class Run:
         self.pause: int | None = None  # a pause the VAD has not yet called an end or not
         self.pause_ends: dict[int, int] = {}  # a pause the hangover confirmed -> its end
         self.early: Early | None = None  # the end decode asked at ``pause``
+        self.voice_scanned = start  # the audio was scanned for a voice up to this sample ...
+        self.last_voice = -1  # ... and the last voiced frames in it end here (-1: none yet)
 
     @property
     def available(self) -> int:
@@ -178,6 +183,26 @@ class Run:
         buf = self.chunks[0] if self.chunks else np.zeros(0, np.float32)
         # (from the first sample held: a position before it must not wrap to the buffer's end)
         return buf[max(a - self.base, 0) : max(b - self.base, 0)]
+
+    @property
+    def undecided_from(self) -> int:
+        """Where the first utterance in it whose words are not all final began (a stream
+        sample, with the VAD's pre-roll)."""
+        starts = [m.began for m in self.ends.values()] + ([self.speech_from] if self.open else [])
+        return min(starts, default=int(round(self.buffer.committed_end * MODEL_RATE)))
+
+    def voice_after(self, at: int) -> bool:
+        """Whether the audio held has a voice (:func:`.voicing.last_voiced`) that ends after
+        stream sample ``at``. Each sample is scanned once, as it comes (with the frames and
+        pitch lags a voiced pair across the last scan's end needs)."""
+        end = self.available
+        if end > self.voice_scanned:
+            lo = max(self.base, self.voice_scanned - _VOICE_OVERLAP)
+            found = last_voiced(self.audio(lo, end))
+            if found >= 0:
+                self.last_voice = lo + found
+            self.voice_scanned = end
+        return self.last_voice > at
 
     def mute(self, a: int, b: int) -> None:
         """Make stream samples ``a`` to ``b`` digital silence, as the pauses between joined

@@ -27,7 +27,7 @@ import numpy as np
 from .audio import MODEL_RATE
 from .vad import VadOptions, spectral_peaks
 
-__all__ = ["VOICED", "voicing", "voiced", "a_voice"]
+__all__ = ["VOICED", "a_voice", "last_voiced", "voiced", "voicing"]
 
 VOICED = 0.6  # between the breath's 0.42 and the weakest speech's 0.83
 
@@ -61,18 +61,30 @@ def _frame_voicing(x: np.ndarray, i: int) -> float:
     return float(np.max(r / np.sqrt(float(a @ a) * shifted + 1e-12)))
 
 
-def voicing(x: np.ndarray) -> float:
-    """The best of the frame pairs' weaker voicing, over 16 kHz audio (0: too short or silent)."""
+def _pairs(x: np.ndarray) -> list[float]:
+    """Each pair of neighbouring 30 ms frames' weaker voicing, in order (none: too short)."""
     x = np.asarray(x, np.float64)
     n = (len(x) - _LAGS[1]) // _FRAME
     if n < 2:
-        return 0.0
+        return []
     x = np.convolve(x, _HIGH_PASS, "same")
     energy = np.array([x[k * _FRAME : (k + 1) * _FRAME] @ x[k * _FRAME : (k + 1) * _FRAME]
                        for k in range(n)])
     floor = max(float(energy.max()) * 10 ** (-_GATE_DB / 10), 1e-9)
     v = [_frame_voicing(x, k * _FRAME) if energy[k] >= floor else 0.0 for k in range(n)]
-    return max(min(a, b) for a, b in zip(v, v[1:]))
+    return [min(a, b) for a, b in zip(v, v[1:])]
+
+
+def voicing(x: np.ndarray) -> float:
+    """The best of the frame pairs' weaker voicing, over 16 kHz audio (0: too short or silent)."""
+    return max(_pairs(x), default=0.0)
+
+
+def last_voiced(x: np.ndarray, threshold: float = VOICED) -> int:
+    """Where in ``x`` (16 kHz) the last two voiced frames in a row end (a sample index), or -1."""
+    pairs = _pairs(x)
+    k = next((k for k in range(len(pairs) - 1, -1, -1) if pairs[k] >= threshold), None)
+    return -1 if k is None else (k + 2) * _FRAME
 
 
 def voiced(x: np.ndarray, threshold: float = VOICED) -> bool:

@@ -55,6 +55,21 @@ def espeak(text: str, rate: int = 16000) -> np.ndarray:
     return synthesise(text, rate)
 
 
+def sox_noise(folder, kind: str = "brownnoise", seconds: float = 10.0) -> np.ndarray:
+    """sox's ``kind`` noise (``brownnoise``: a rumble webrtcvad takes for speech), the same
+    every run (-R), as float32 at 16 kHz, written under ``folder``."""
+    import subprocess
+
+    if shutil.which("sox") is None:
+        pytest.fail("sox is not installed (apt-get install sox)")
+    from whisperwire.client.audio_file import read_audio
+
+    path = folder / f"{kind}.wav"
+    subprocess.run(["sox", "-R", "-n", "-r", "16000", "-c", "1", "-b", "16", str(path), "synth",
+                    str(seconds), kind], check=True)
+    return (read_audio(str(path), 16000) / 32768).astype(np.float32)
+
+
 class LiveServer:
     """The real app under uvicorn (websockets implementation) on 127.0.0.1, port 0."""
 

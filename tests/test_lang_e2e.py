@@ -12,7 +12,7 @@ import httpx
 import numpy as np
 import pytest
 
-from conftest import SPEECH, LiveServer, load16k, run, s16, wav_bytes
+from conftest import SPEECH, LiveServer, load16k, run, s16, sox_noise, wav_bytes
 from subtitle_check import check_cues
 from whisperwire.client.stream import stream_pcm
 from whisperwire.server import wire
@@ -165,6 +165,19 @@ def test_openai_realtime_reads_a_taiwan_tag_as_every_api_does(server):
             time.sleep(0.1)
     text = "".join(e.transcript for e in events if e.type == done)
     assert "們" in text and "们" not in text, text
+
+
+@pytest.mark.timeout(150)
+def test_steady_noise_gives_no_words_in_chinese_nor_detected(server, tmp_path):
+    """10 s of sox's brown noise, which webrtcvad takes for speech: base wrote "驾驶车" with
+    language=zh and "1.5 km km." (or "1-2-3-4-4-4-4") with auto, where offline decoding with
+    faster-whisper's VAD writes nothing. No voice in it, no words (``needs_voice``)."""
+    noise = sox_noise(tmp_path, "brownnoise")
+    for language in ("zh", "auto"):
+        res = stream(server, noise, language=language)
+        assert res.of_type(wire.Closed), language
+        assert not res.finals, (language, res.text)
+        assert not any(p.text for p in res.of_type(wire.Partial)), language
 
 
 @pytest.mark.timeout(120)

@@ -3,7 +3,7 @@ The rule that drops an end decode Whisper doubts word for word (``doubted_end_*`
 
 import numpy as np
 import pytest
-from conftest import espeak, load16k
+from conftest import espeak, load16k, sox_noise
 
 from whisperwire.server.vad import (SpeechEnd, SpeechStart, VadOptions, VadSegmenter,
                                     webrtc_classifier)
@@ -91,3 +91,27 @@ def test_the_bench_s_clicks_bursts_and_hum_are_not_voiced_at_any_frame_alignment
     for name in ["clicks", "noise bursts", "hum 50 Hz"]:
         for shift in range(0, 480, 40):  # wherever the frames fall
             assert voicing(snd[name][shift:]) < VOICED - 0.1, (name, shift)
+
+
+def test_a_run_finds_the_voice_in_audio_as_it_comes_and_none_in_steady_noise(tmp_path):
+    """``Run.voice_after``, which the session asks before any decode's words stand
+    (``needs_voice``): scanned piece by piece as audio comes, it finds what one scan of the
+    whole finds; sox's brown noise (-8 dBFS) has no voice anywhere."""
+    from whisperwire.server.utterance import Run
+    from whisperwire.server.voicing import last_voiced
+
+    jfk = load16k("jfk.wav")[: 4 * SR]
+    run = Run(0)
+    seen = []
+    for i in range(0, len(jfk), 1600):
+        run.append(jfk[i : i + 1600])
+        seen.append(run.voice_after(0))
+    assert seen[0] is False and seen[-1] is True, seen
+    assert abs(run.last_voice - last_voiced(jfk)) <= 480, (run.last_voice, last_voiced(jfk))
+    assert not run.voice_after(run.last_voice)
+    noise = sox_noise(tmp_path, "brownnoise")
+    assert voicing(noise) < VOICED
+    run = Run(0)
+    for i in range(0, len(noise), 8000):
+        run.append(noise[i : i + 8000])
+        assert not run.voice_after(0)
