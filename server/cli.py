@@ -186,6 +186,7 @@ def _config(args: argparse.Namespace, auth):  # type: ignore[no-untyped-def]
                              doubted_end_ms=args.doubted_end_ms,
                              stuck_wait_ms=args.stuck_wait_ms,
                              skip_retry_words=args.skip_retry_words,
+                             needs_voice=args.needs_voice,
                              draft_partials=bool(args.draft_model),
                              main_step_ms=args.main_step_ms),
         vad=VadOptions(aggressiveness=args.vad_aggressiveness, pause_ms=args.pause_ms),
@@ -390,6 +391,10 @@ def _policy_flags(g) -> None:  # type: ignore[no-untyped-def]
     g.add_argument("--stuck-wait-ms", type=_count, default=StreamOptions.stuck_wait_ms,
                    help="a word greedy decodes still disagree on this long after its end is "
                         "decided by a careful decode (0: it waits for its utterance's end)")
+    g.add_argument("--needs-voice", action="store_true",
+                   help="no word over audio without a voice: for a room with steady rumble "
+                        "(fans, HVAC, wind), which the VAD takes for speech and Whisper reads "
+                        "as words; speech in heavy noise, or whispered, may then say nothing")
     g.add_argument("--beam-size", type=int, default=EngineOptions.beam_size,
                    help="beam of partial decodes (careful decodes for finals use 5)")
     g.add_argument("--encoder-granularity", type=float, default=2.0,

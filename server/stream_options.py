@@ -169,9 +169,13 @@ class StreamOptions:
     # steady noise as words, however sure. 10 s of brown noise (-11 dBFS RMS, which webrtcvad
     # takes for speech; voicing 0.32-0.41) came out "驾驶车" with base and language=zh,
     # "1-2-3-4-4-4-4" (p up to 0.88) with language=auto, "Oh." with English; offline decoding
-    # with faster-whisper's VAD writes nothing. Every utterance of ../shared/speech has a voice
-    # (0.83 and more). Whispered speech has none: it would say nothing. False: never.
-    needs_voice: bool = True
+    # with faster-whisper's VAD writes nothing. Off by default (``serve --needs-voice``): clean
+    # speech always has a voice (../shared/speech: 0.83 and more), but speech in heavy noise
+    # may not: with white noise at 5 dB SNR, 11 utterances holding 0.6-2.2 s of real/, LJ and
+    # zh/ speech measured 0.33-0.59 (12 at 0 dB), and their words would be lost; the energy
+    # spread that would tell steady noise from them overlaps too (brown noise 1.5-2.8 dB, such
+    # speech from 1.9). Whispered speech has no voice either.
+    needs_voice: bool = False
     # an utterance that starts this soon after the previous one ended continues its window
     join_gap_ms: int = 2000
     # ... and a final word's start or end that Whisper's alignment put deep in the silence

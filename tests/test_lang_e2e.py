@@ -167,17 +167,24 @@ def test_openai_realtime_reads_a_taiwan_tag_as_every_api_does(server):
     assert "們" in text and "们" not in text, text
 
 
-@pytest.mark.timeout(150)
-def test_steady_noise_gives_no_words_in_chinese_nor_detected(server, tmp_path):
+@pytest.mark.timeout(200)
+def test_with_needs_voice_steady_noise_gives_no_words_and_speech_its_own(server, tmp_path):
     """10 s of sox's brown noise, which webrtcvad takes for speech: base wrote "驾驶车" with
     language=zh and "1.5 km km." (or "1-2-3-4-4-4-4") with auto, where offline decoding with
-    faster-whisper's VAD writes nothing. No voice in it, no words (``needs_voice``)."""
+    faster-whisper's VAD writes nothing. ``serve --needs-voice``: no voice in it, no words;
+    Mandarin speech keeps the words it gets without the option."""
+    config = ServerConfig(engine=EngineOptions(model="base", draft_model="tiny.en"),
+                          stream=StreamOptions(draft_partials=True, needs_voice=True))
     noise = sox_noise(tmp_path, "brownnoise")
-    for language in ("zh", "auto"):
-        res = stream(server, noise, language=language)
-        assert res.of_type(wire.Closed), language
-        assert not res.finals, (language, res.text)
-        assert not any(p.text for p in res.of_type(wire.Partial)), language
+    speech = load16k("zh/zh-08.wav")
+    with LiveServer(config, engine=server.app.state.engine) as voiced:
+        for language in ("zh", "auto"):
+            res = stream(voiced, noise, language=language)
+            assert res.of_type(wire.Closed), language
+            assert not res.finals, (language, res.text)
+            assert not any(p.text for p in res.of_type(wire.Partial)), language
+        gated = stream(voiced, speech, language="zh").text
+    assert gated == stream(server, speech, language="zh").text and len(gated) > 10, gated
 
 
 @pytest.mark.timeout(120)

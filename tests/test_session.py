@@ -20,8 +20,8 @@ SR = 16000
 
 def voiced(n: int, rng: np.random.Generator) -> np.ndarray:
     """A loud vowel-like burst of ``n`` samples: glottal pulses at a pitch of 110-220 Hz through
-    a decaying resonance, with some breath noise (the session takes words only where the audio
-    has a voice: ``StreamOptions.needs_voice``)."""
+    a decaying resonance, with some breath noise (as speech has a voice: a session with
+    ``StreamOptions.needs_voice`` takes words only where the audio has one)."""
     period = int(SR / rng.uniform(110, 220))
     x = np.zeros(n)
     x[::period] = 1.0
@@ -2886,14 +2886,13 @@ def test_a_doubted_end_decode_over_a_sound_with_no_voice_says_nothing():
     for case, (sound, extra, kept) in cases.items():
         audio = np.concatenate([np.zeros(16000), said, pause, sound, np.zeros(32000)])
         added = "".join(w for w, *_ in extra)
-        for p in (0.3, 0.0):  # (the rule alone: no word over audio without a voice is later's)
-            s = StreamSession(StreamOptions(unvoiced_doubt_probability=p, needs_voice=False),
-                              energy_vad())
+        for p in (0.3, 0.0):
+            s = StreamSession(StreamOptions(unvoiced_doubt_probability=p), energy_vad())
             text = " ".join(f.text for f in finals(drive(s, decoder(gone + 1.0, extra),
                                                           audio.astype(np.float32))))
             assert text == "Ask not." + (added if kept or p == 0 else ""), (case, p, text)
-        # and as the session runs: no word at all over the hum and the bursts, however sure
-        s = StreamSession(StreamOptions(), energy_vad())
+        # and with ``needs_voice``: no word at all over the hum and the bursts, however sure
+        s = StreamSession(StreamOptions(needs_voice=True), energy_vad())
         text = " ".join(f.text for f in finals(drive(s, decoder(gone + 1.0, extra),
                                                       audio.astype(np.float32))))
         assert text == "Ask not." + (added if sound is reply else ""), (case, text)
