@@ -171,10 +171,10 @@ class StreamOptions:
     # "1-2-3-4-4-4-4" (p up to 0.88) with language=auto, "Oh." with English; offline decoding
     # with faster-whisper's VAD writes nothing. Off by default (``serve --needs-voice``): clean
     # speech always has a voice (../shared/speech: 0.83 and more), but speech in heavy noise
-    # may not: with white noise at 5 dB SNR, 11 utterances holding 0.6-2.2 s of real/, LJ and
+    # may not: with white noise at 5 dB SNR, 11 utterances holding 0.57-2.16 s of real/, LJ and
     # zh/ speech measured 0.33-0.59 (12 at 0 dB), and their words would be lost; the energy
-    # spread that would tell steady noise from them overlaps too (brown noise 1.5-2.8 dB, such
-    # speech from 1.9). Whispered speech has no voice either.
+    # spread that would tell steady noise from them overlaps too (brown noise 1.5-2.7 dB, such
+    # speech from 1.9; bench.voice_in_noise). Whispered speech has no voice either.
     needs_voice: bool = False
     # an utterance that starts this soon after the previous one ended continues its window
     join_gap_ms: int = 2000
