@@ -110,6 +110,8 @@ async def follow_channel(url: str, session: str, on_message: Callable[[wire.Mess
             return
         if isinstance(m, wire.Final):
             if m.segment <= seen:
+                if m.segment == seen and m.eou:  # its utterance_end came while this was away
+                    show(on_channel_clock(wire.UtteranceEnd(m.end), shift))
                 return
             seen = m.segment
         show(on_channel_clock(m, shift))

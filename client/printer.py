@@ -10,6 +10,7 @@ terminal; :class:`CaptionPrinter` feeds it the server's messages and writes what
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import sys
 import unicodedata
@@ -74,7 +75,8 @@ class Flow:
         words = split_units(text)  # Latin words, and CJK one character at a time
         for i, word in enumerate(words):
             # a closing mark never starts a line: the character before it goes down with it
-            mark = words[i + 1].strip() if i + 1 < len(words) and closes(words[i + 1]) else ""
+            # (with every mark after it: "好。”")
+            mark = "".join(itertools.takewhile(closes, words[i + 1:])).replace(" ", "")
             for piece in _split_word(word.strip(), width):
                 sep = " " if self.line and not glue and needs_space(self.line, piece) else ""
                 glue = False

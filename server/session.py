@@ -176,7 +176,10 @@ class StreamSession:
             last.open = True
             last.speech_from = sample
             if self._detect_pending and self.language == "auto":
-                last.ends.clear()  # a held short utterance goes on: detect on both together
+                # a held short utterance goes on: detect on both together, one utterance from
+                # the held one's start (its voice counts for the words: needs_voice)
+                last.speech_from = min([m.began for m in last.ends.values()] + [sample])
+                last.ends.clear()
                 last.tail = None  # ... its end decode's words too: the window is read again
                 if last.read_on is not None:  # ... and a read-on's, with how it asked again
                     last.read_on, last.asking = None, Asking()
@@ -506,6 +509,11 @@ class StreamSession:
             words = []
         self._commit(u, kind, result, words, req.duration, win_end, unsure, busy_step)
 
+    def _voiced(self, u: Run) -> bool:
+        """Whether a decode's words may stand: the utterances of ``u`` not yet all final hold
+        a voice, or the rule is off (``needs_voice``)."""
+        return not self.opt.needs_voice or u.voice_after(u.undecided_from)
+
     def _take_read_on(self, req: DecodeRequest, u: Run, result: DecodeResult, win_end: float,
                       unsure: bool) -> None:
         """An end decode's window read again past the words it stopped at (``u.tail``): they
@@ -573,7 +581,7 @@ class StreamSession:
     def _commit(self, u: Run, kind: Kind, result: DecodeResult, words: list[Word],
                 duration: float, win_end: float, unsure: bool, busy_step: bool) -> None:
         """What a decode's accepted words make final, by what the decode was for."""
-        if words and self.opt.needs_voice and not u.voice_after(u.undecided_from):
+        if words and not self._voiced(u):
             words = []  # steady noise: no voice in the utterances not final yet (needs_voice)
         keep_from = win_end - self.opt.stall_keep_ms / 1000
         u.buffer.insert(words)
@@ -649,7 +657,7 @@ class StreamSession:
                        ) -> None:
         words, _ = self.judge.accepted_words(req, r, win_end, u.buffer.committed_end,
                                         u.buffer.committed)
-        words = self._unsaid(words)
+        words = self._unsaid(words) if self._voiced(u) else []
         end = int(round(win_end * MODEL_RATE))
         if end - u.main_to >= self.opt.samples(self.opt.main_step_ms):
             u.main_for = end

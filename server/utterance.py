@@ -194,14 +194,17 @@ class Run:
     def voice_after(self, at: int) -> bool:
         """Whether the audio held has a voice (:func:`.voicing.last_voiced`) that ends after
         stream sample ``at``. Each sample is scanned once, as it comes (with the frames and
-        pitch lags a voiced pair across the last scan's end needs)."""
+        pitch lags a voiced pair across the last scan's end needs), a second at most at a time:
+        the voicing's gate is relative to the loudest frame scanned, and a file's audio all at
+        once, with one loud click in it, left every speech frame below the gate."""
         end = self.available
-        if end > self.voice_scanned:
+        while end > self.voice_scanned:
             lo = max(self.base, self.voice_scanned - _VOICE_OVERLAP)
-            found = last_voiced(self.audio(lo, end))
+            hi = min(end, max(self.voice_scanned, lo) + MODEL_RATE)
+            found = last_voiced(self.audio(lo, hi))
             if found >= 0:
-                self.last_voice = lo + found
-            self.voice_scanned = end
+                self.last_voice = max(self.last_voice, lo + found)
+            self.voice_scanned = hi
         return self.last_voice > at
 
     def mute(self, a: int, b: int) -> None:

@@ -55,7 +55,7 @@ SESSION_ID = re.compile(r"(?!\.+\Z)[A-Za-z0-9._-]{1,64}\Z")
 _TIMES = ("start", "end", "audio_seconds", "lag", "backlog")
 
 
-_TRADITIONAL = {"tw", "hk", "mo", "hant"}  # subtags of a Chinese tag that ask for traditional
+_TRADITIONAL = {"tw", "hk", "mo", "hant", "cht"}  # subtags asking for traditional ("zh-CHT")
 _CHINESE = {"zh", "cmn", "zho", "chi"}  # (Google's tags are "cmn-Hans-CN", "cmn-Hant-TW")
 
 

@@ -149,3 +149,47 @@ def test_a_saved_file_breaks_where_an_utterance_end_came():
     assert [f.eou for f in finals] == [True, True]
     assert subtitles.to_txt(finals) == f"{FIRST}\n{SECOND}\n"
     assert subtitles.utterances([wire.UtteranceEnd(0.0), a]) == [a], "an end before any final"
+
+
+def test_a_viewer_away_when_the_utterance_ended_breaks_its_saved_file_there_too(monkeypatch):
+    """``captions --output``: the utterance_end went out while the viewer was reconnecting, and
+    the replay that brought the final closed (``eou``) was skipped as a final already shown:
+    the saved file ran both utterances on in one line, where transcript.txt breaks. The
+    viewer's transport is the hub's own outbox here (no socket), the rest as it runs."""
+    from whisperwire.client import captions
+
+    hub = Hub()
+    t = hub.open("chan")
+    a = speaker_finals(FIRST, 0, False)[0]
+    b = speaker_finals(SECOND, 1, False, at=7.2)[0]
+    calls: list[int] = []
+
+    async def watch(url, session, on_message, token=None, *, follow=False, stop=None):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        v = hub.watch(session)
+        if len(calls) == 1:
+            hub.publish(t, a)
+        else:
+            hub.publish(t, b)
+            hub.publish(t, Closed("client_close", 9.0))
+            stop.set()
+        v.finish()
+        out = []
+        while (m := await v.next()) is not None:
+            out.append(m)
+            on_message(m)
+        hub.unwatch(session, v)
+        if len(calls) == 1:  # (the connection drops; the speaker's utterance ends meanwhile)
+            hub.publish(t, wire.UtteranceEnd(a.end))
+        return out
+
+    monkeypatch.setattr(captions, "watch_when_live", watch)
+    msgs: list = []
+
+    async def go() -> None:
+        await captions.follow_channel("ws://x", "chan", msgs.append, stop=asyncio.Event(),
+                                      waits_s=(0.01,) * 3)
+
+    asyncio.run(go())
+    assert subtitles.to_txt(t.finals) == f"{FIRST}\n{SECOND}\n"
+    assert subtitles.to_txt(subtitles.utterances(msgs)) == f"{FIRST}\n{SECOND}\n"

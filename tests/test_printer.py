@@ -161,3 +161,9 @@ def test_a_closing_mark_never_starts_a_terminal_line():
     lines = (flow.final(text) + flow.end()).splitlines()
     assert "".join(lines) == text
     assert lines[1].startswith("境，") and not any(closes(x[:1]) for x in lines), lines
+    # marks after marks go down together with the character before them (a review found "。”"
+    # split: the line began with it)
+    flow = Flow(20)
+    text = "一一一一一一一一一一一一一一一一他说好。”然后我们走吧。"
+    lines = (flow.final(text) + flow.end()).splitlines()
+    assert "".join(lines) == text and not any(closes(x[:1]) for x in lines), lines

@@ -3020,3 +3020,60 @@ def test_a_finalize_answer_says_whether_speech_after_it_is_still_to_be_decided()
     whole.finalize()  # ... and the VAD's end comes before any decode
     whole.feed_audio(audio[4 * SR :])
     assert answer(whole) is False
+
+
+def test_needs_voice_keeps_a_short_reply_held_for_the_language_and_joined_by_noise():
+    """language=auto holds a short first utterance for the next to join it; the join cleared
+    the held one's end mark, so with ``needs_voice`` only the new utterance's audio counted,
+    and a voiced "Yes." joined by a noise the VAD took for speech was dropped."""
+    rng = np.random.default_rng(1)
+    z = lambda s: np.zeros(int(s * SR), np.float32)  # noqa: E731
+    noise = (0.3 * rng.standard_normal(int(0.6 * SR))).astype(np.float32)
+    audio = np.concatenate([z(1.0), voiced(int(0.5 * SR), rng), z(0.8), noise, z(2.0)])
+    s = StreamSession(StreamOptions(needs_voice=True), energy_vad(), language="auto")
+    assert [f.text for f in finals(drive(s, ScriptedDecoder([("Yes.", 1.0, 1.5)]), audio))] \
+        == ["Yes."]
+
+
+def test_needs_voice_finds_the_voice_in_a_file_with_a_loud_click():
+    """A file comes flat out, and its run was scanned for a voice at once: one full-scale
+    click set the voicing's gate (30 dB below the loudest frame) and every frame of speech at
+    -36 dBFS fell under it, so every word was dropped. A second at a time, as live audio."""
+    audio, truth = make_stream(12, pause_every=4, pause_s=1.0)
+    audio = audio * 0.05
+    at = int((truth[3][2] + 0.4) * SR)
+    audio[at : at + 480] = np.clip(0.9 * np.random.default_rng(3).standard_normal(480), -1, 1)
+    s = StreamSession(StreamOptions(needs_voice=True), energy_vad())
+    said = " ".join(f.text for f in finals(drive_flat(s, ScriptedDecoder(truth), audio)))
+    assert said.split() == [w for w, *_ in truth]
+
+
+def test_needs_voice_holds_a_draft_models_partials_over_noise_too():
+    """The draft model's partials did not go through the rule: over noise with no voice
+    (low-passed, as a rumble) they showed "km0 km1 km2"."""
+    rng = np.random.default_rng(0)
+    noise = np.cumsum(rng.standard_normal(6 * SR))
+    noise -= np.convolve(noise, np.ones(2000) / 2000, "same")
+    noise = (0.3 * noise / noise.std()).astype(np.float32)
+    audio = np.concatenate([np.zeros(SR, np.float32), noise, np.zeros(SR, np.float32)])
+    dec = ScriptedDecoder([(f"km{i}", 1.0 + 0.5 * i, 1.4 + 0.5 * i) for i in range(12)])
+    for nv in (False, True):
+        s = StreamSession(StreamOptions(draft_partials=True, needs_voice=nv), energy_vad())
+        ev = drive(s, lambda req: replace(dec(req), draft=req.draft), audio)
+        shown = [e.text for e in ev if isinstance(e, Partial) and e.text]
+        assert bool(shown) is not nv and bool(finals(ev)) is not nv, (nv, shown)
+
+
+def test_a_read_on_word_the_held_sentence_also_had_is_no_re_read():
+    """In a stretched last word only a word the aligner gave no time is read again: the read-on
+    of "... than I am." (am. stretched to 6.86 s) heard "I am going to make more.", and "I" and
+    "am" were dropped because the held sentence had them."""
+    from whisperwire.server.rereads import read_again_past
+
+    tail = [Word(" than", 2.1, 2.6, 0.9), Word(" I", 2.66, 3.3, 0.9),
+            Word(" am.", 3.3, 6.86, 0.7)]
+    new = [Word(" I", 4.34, 4.5, 0.9), Word(" am", 4.5, 4.7, 0.9), Word(" going", 4.7, 5.0, 0.9)]
+    assert read_again_past(tail, new) == 0
+    assert read_again_past(tail, [Word(" am.", 4.2, 4.2, 0.5), *new]) == 1  # (squeezed)
+    short = tail[:-1] + [Word(" am.", 3.3, 3.6, 0.7)]  # (not stretched: by time, as before)
+    assert read_again_past(short, [Word(" am", 3.4, 3.5, 0.9), Word(" going", 3.7, 4.0, 0.9)]) == 1

@@ -79,6 +79,9 @@ function showCaption(m) {
     appendFinal(m);
     if (state.connOffset !== null) state.finalTo = Math.max(state.finalTo ?? 0, state.connOffset + m.end);
   }
+  // the last final shown, replayed closing its utterance: its utterance_end came while the
+  // page was away
+  else if (m.type === "final" && m.eou && m.segment === state.segments.last) endLine();
   else if (m.type === "partial") { state.segments.sawPartial(m); showPartial(m); }
   // every word of the utterance was final before the speaker stopped, so no final carried
   // its end: the line breaks here as after a final with `eou`
