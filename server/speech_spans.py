@@ -24,6 +24,7 @@ SLACK_S = 0.1
 # no word is said for longer: a longer one is stretched over speech Whisper never wrote
 MAX_WORD_S = 2.0
 _SENTENCE_ENDS = tuple(".?!。？！")
+_CLOSING_QUOTES = "\"'”’」』)）"  # (a sentence may end inside them: 'am."')
 
 
 class SpeechSpans:
@@ -71,7 +72,7 @@ class SpeechSpans:
             if gap is not None and gap[0] > start:
                 end = gap[0]
             if end - start > MAX_WORD_S:
-                if w.word.rstrip().endswith(_SENTENCE_ENDS):
+                if w.word.rstrip().rstrip(_CLOSING_QUOTES).endswith(_SENTENCE_ENDS):
                     end = start + MAX_WORD_S
                 else:
                     start = end - MAX_WORD_S

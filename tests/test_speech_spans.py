@@ -63,5 +63,7 @@ def test_no_word_is_longer_than_two_seconds():
     assert [(x.start, x.end) for x in w] == [(22.83 - MAX_WORD_S, 22.83), (22.83, 23.1)]
     w = spans.clamp([Word(" I", 2.66, 3.3, 0.9), Word(" am.", 3.3, 6.86, 0.7)])
     assert [(x.start, x.end) for x in w] == [(2.66, 3.3), (3.3, 3.3 + MAX_WORD_S)]
+    w = spans.clamp([Word(' am."', 3.3, 6.86, 0.7)])  # (a sentence ends inside its quotes)
+    assert (w[0].start, w[0].end) == (3.3, 3.3 + MAX_WORD_S)
     ok = [Word(" so", 1.0, 2.9, 0.9)]
     assert spans.clamp(ok) == ok
