@@ -468,14 +468,20 @@ def read_again_past(tail: list[Word], words: list[Word]) -> int:
     places before the tail's end ("They all took a little ..." squeezed there, for the held
     "They all to take a little of this Christmas spirit.", en-05). Where the aligner stretched
     the tail's last word over speech the end decode never wrote, only a word the aligner gave
-    no time is read again (a re-read in words is the text guards' to find, which judged the
-    read-on from that word's start: ``held_end``): the end decode stopped at "am.", put it at
+    no time, or a first run that says the tail's last words again in order ("Hello." after
+    the held "... Hello."), is read again: the end decode stopped at "am.", put it at
     3.30-6.86 s, and the read-on's "And you know what you" (4.34-6.84 s) were lost (en-07's
-    first 10 s sent at 24 kHz); and a word the held text also had ("I") is no re-read."""
+    first 10 s sent at 24 kHz); and a word the held text had elsewhere ("I" after "... you
+    and") is no re-read."""
     end = tail[-1].end
     stretched = held_end(tail) < end
+    keys = [unit_key(w.word) for w in tail]
+    new = [unit_key(w.word) for w in words]
+    again = max((k for k in range(1, min(len(keys), len(new)) + 1) if new[:k] == keys[-k:]),
+                default=0)
     i = 0
-    while i < len(words) and centre(words[i]) < end and (not stretched or squeezed(words[i])):
+    while i < len(words) and centre(words[i]) < end and (
+            not stretched or squeezed(words[i]) or i < again):
         i += 1
     return i
 

@@ -176,9 +176,9 @@ class StreamSession:
             last.open = True
             last.speech_from = sample
             if self._detect_pending and self.language == "auto":
-                # a held short utterance goes on: detect on both together, one utterance from
-                # the held one's start (its voice counts for the words: needs_voice)
-                last.speech_from = min([m.began for m in last.ends.values()] + [sample])
+                # a held short utterance goes on: detect on both together (its voice counts for
+                # the words of both: needs_voice)
+                last.held_from = min([m.began for m in last.ends.values()] + [sample])
                 last.ends.clear()
                 last.tail = None  # ... its end decode's words too: the window is read again
                 if last.read_on is not None:  # ... and a read-on's, with how it asked again
@@ -592,6 +592,7 @@ class StreamSession:
             done = int(round(win_end * MODEL_RATE))
             for e in [e for e in u.ends if e <= done]:
                 del u.ends[e]
+            u.held_from = None  # (the joined utterances' words are final)
             u.pause_ends = {p: e for p, e in u.pause_ends.items() if e > done}
             if u.force_at is not None and u.force_at <= done:
                 u.force_at, u.force_short = None, False

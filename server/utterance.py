@@ -161,6 +161,9 @@ class Run:
         self.pause: int | None = None  # a pause the VAD has not yet called an end or not
         self.pause_ends: dict[int, int] = {}  # a pause the hangover confirmed -> its end
         self.early: Early | None = None  # the end decode asked at ``pause``
+        # a short utterance held for the language that the next one joined: where it began
+        # (its end mark is gone; its voice counts for the words of both: ``undecided_from``)
+        self.held_from: int | None = None
         self.voice_scanned = start  # the audio was scanned for a voice up to this sample ...
         self.last_voice = -1  # ... and the last voiced frames in it end here (-1: none yet)
 
@@ -189,6 +192,8 @@ class Run:
         """Where the first utterance in it whose words are not all final began (a stream
         sample, with the VAD's pre-roll)."""
         starts = [m.began for m in self.ends.values()] + ([self.speech_from] if self.open else [])
+        if starts and self.held_from is not None:
+            starts.append(self.held_from)
         return min(starts, default=int(round(self.buffer.committed_end * MODEL_RATE)))
 
     def voice_after(self, at: int) -> bool:

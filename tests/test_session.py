@@ -3065,15 +3065,18 @@ def test_needs_voice_holds_a_draft_models_partials_over_noise_too():
 
 
 def test_a_read_on_word_the_held_sentence_also_had_is_no_re_read():
-    """In a stretched last word only a word the aligner gave no time is read again: the read-on
-    of "... than I am." (am. stretched to 6.86 s) heard "I am going to make more.", and "I" and
-    "am" were dropped because the held sentence had them."""
+    """In a stretched last word a read-on's word is read again only with no time, or in a first
+    run that says the held text's last words again in order: "going" after "... than I am."
+    (am. stretched to 6.86 s) is new, and "I" after "... than I you" too (the held sentence
+    has "I", not at its end); they were dropped because the held sentence had them."""
     from whisperwire.server.rereads import read_again_past
 
     tail = [Word(" than", 2.1, 2.6, 0.9), Word(" I", 2.66, 3.3, 0.9),
             Word(" am.", 3.3, 6.86, 0.7)]
     new = [Word(" I", 4.34, 4.5, 0.9), Word(" am", 4.5, 4.7, 0.9), Word(" going", 4.7, 5.0, 0.9)]
-    assert read_again_past(tail, new) == 0
-    assert read_again_past(tail, [Word(" am.", 4.2, 4.2, 0.5), *new]) == 1  # (squeezed)
+    assert read_again_past(tail, new[2:]) == 0
+    assert read_again_past(tail[:-1] + [Word(" you", 3.3, 6.86, 0.7)], new) == 0
+    assert read_again_past(tail, [Word(" am.", 4.2, 4.2, 0.5), *new[2:]]) == 1  # (squeezed)
+    assert read_again_past(tail, new) == 2  # ("I am" again: the held text's end said again)
     short = tail[:-1] + [Word(" am.", 3.3, 3.6, 0.7)]  # (not stretched: by time, as before)
     assert read_again_past(short, [Word(" am", 3.4, 3.5, 0.9), Word(" going", 3.7, 4.0, 0.9)]) == 1
