@@ -3080,3 +3080,54 @@ def test_a_read_on_word_the_held_sentence_also_had_is_no_re_read():
     assert read_again_past(tail, new) == 2  # ("I am" again: the held text's end said again)
     short = tail[:-1] + [Word(" am.", 3.3, 3.6, 0.7)]  # (not stretched: by time, as before)
     assert read_again_past(short, [Word(" am", 3.4, 3.5, 0.9), Word(" going", 3.7, 4.0, 0.9)]) == 1
+
+
+class ReReadsStretched(StopsStretchedDecoder):
+    """As :class:`StopsStretchedDecoder`, and the read-on says the held text's last ``k`` words
+    again, sure and with time, inside the stretched word, before the new words."""
+
+    def __init__(self, truth, k: int):
+        super().__init__(truth)
+        self.k = k
+
+    def __call__(self, req: DecodeRequest) -> DecodeResult:
+        was = round(req.offset + req.duration, 3) in self.stopped
+        r = super().__call__(req)
+        if not (req.final and was and req.prefix and r.words):
+            return r
+        t0 = r.words[0].start
+        again = [Word(" " + h, t0 + 0.1 * i, t0 + 0.1 * (i + 1), 0.9)
+                 for i, h in enumerate(req.prefix.split()[-self.k:])]
+        ws = tuple(again + [replace(w, start=max(w.start, t0 + 0.1 * self.k)) for w in r.words])
+        return DecodeResult(ws, "".join(w.word for w in ws), 0.01, -0.2, 1.2)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_a_read_on_that_reads_the_held_words_again_inside_a_stretched_word_says_them_once(k):
+    """A review of the stretched-word rule: with only word-less words counted as read again,
+    the held "w3 w4 w5" said again with time inside the stretched "w5" came out twice."""
+    audio, truth = make_stream(12)
+    audio = audio[: int((truth[-1][2] + 0.05) * SR)]
+    f = finals(hang_up(StreamSession(StreamOptions(), energy_vad()), ReReadsStretched(truth, k),
+                       audio, flat=True))
+    assert " ".join(x.text for x in f).split() == [w[0] for w in truth]
+
+
+def test_a_doubted_breath_held_for_the_language_and_one_that_joins_it_are_judged_apart():
+    """language=auto holds a short first utterance for the next to join it; an earlier fix
+    moved the joined utterance's start back to the held one's, and the doubt guards judged
+    both as one sliver: "Yeah. Okay." (p 0.18, no-speech 0.55, each its own breath after
+    the other's end) was erased, with ``needs_voice`` off."""
+    rng = np.random.default_rng(5)
+    z = lambda s: np.zeros(int(s * SR), np.float32)  # noqa: E731
+    br = lambda s: (0.3 * rng.standard_normal(int(s * SR))).astype(np.float32)  # noqa: E731
+    audio = np.concatenate([z(1.0), br(0.1), z(0.55), br(0.1), z(2.0)])
+    dec = ScriptedDecoder([("Yeah.", 1.0, 1.1), ("Okay.", 1.65, 1.75)])
+
+    def doubting(req: DecodeRequest) -> DecodeResult:
+        r = dec(req)
+        return replace(r, words=tuple(replace(w, probability=0.18) for w in r.words),
+                       no_speech_prob=0.55)
+
+    s = StreamSession(StreamOptions(), energy_vad(), language="auto")
+    assert [x.text for x in finals(drive(s, doubting, audio))] == ["Yeah. Okay."]
