@@ -24,7 +24,7 @@ SLACK_S = 0.1
 # no word is said for longer: a longer one is stretched over speech Whisper never wrote
 MAX_WORD_S = 2.0
 _SENTENCE_ENDS = tuple(".?!。？！")
-_CLOSING_QUOTES = "\"'”’」』)）"  # (a sentence may end inside them: 'am."')
+_CLOSING_QUOTES = "\"'”’」』》»)）"  # (a sentence may end inside them: 'am."')
 
 
 class SpeechSpans:
