@@ -67,7 +67,8 @@ def language_tag(tag: str) -> tuple[str, str | None]:
     simplified, and "zh-Hant-TW" came out simplified). Raises ProtocolError ``bad_language``."""
     parts = tag.replace("_", "-").lower().split("-")
     base = parts[0]
-    if not (base.isascii() and base.isalpha() and 2 <= len(base) <= 3):
+    if not (base.isascii() and base.isalpha() and 2 <= len(base) <= 3) or not all(
+            p.isascii() and p.isalnum() and len(p) <= 8 for p in parts[1:]):  # ("en_US!")
         raise ProtocolError("bad_language", f"unsupported language {tag!r}")
     if base not in _CHINESE:
         return base, None
