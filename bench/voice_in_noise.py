@@ -20,8 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from whisperwire.server.vad import (SpeechEnd, SpeechStart, VadOptions, VadSegmenter,
-                                    webrtc_classifier)
+from whisperwire.server.vad import utterance_spans
 from whisperwire.server.voicing import _FRAME, _HIGH_PASS, VOICED, voicing
 
 from .corpus import SPEECH, read16k
@@ -32,15 +31,7 @@ CASES = [("white", 5), ("white", 0), ("brown", 5), ("brown", 0), ("brown", -5)]
 
 
 def spans(x: np.ndarray) -> list[tuple[int, int]]:
-    vo = VadOptions()
-    vad = VadSegmenter(vo, webrtc_classifier(vo.aggressiveness))
-    out, start = [], 0
-    for e in vad.feed(x) + vad.flush():
-        if isinstance(e, SpeechStart):
-            start = e.sample
-        elif isinstance(e, SpeechEnd):
-            out.append((start, e.sample))
-    return out
+    return [(a, b) for a, b, _ in utterance_spans(x)]
 
 
 def spread_db(x: np.ndarray) -> float:

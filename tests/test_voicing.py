@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 from conftest import espeak, load16k, sox_noise
 
-from whisperwire.server.vad import (SpeechEnd, SpeechStart, VadOptions, VadSegmenter,
-                                    webrtc_classifier)
+from whisperwire.server.vad import utterance_spans
 from whisperwire.server.voicing import VOICED, voiced, voicing
 
 SR = 16000
@@ -21,15 +20,8 @@ def pulses(hz: float, seconds: float = 0.3) -> np.ndarray:
 
 
 def utterances(x: np.ndarray) -> list[np.ndarray]:
-    vo = VadOptions()
-    vad = VadSegmenter(vo, webrtc_classifier(vo.aggressiveness))
-    out, start = [], 0
-    for e in vad.feed(x) + vad.flush():
-        if isinstance(e, SpeechStart):
-            start = e.sample
-        elif isinstance(e, SpeechEnd):  # (to where its sound stopped, as the rule judges it)
-            out.append(x[start : e.spoken_to or e.sample])
-    return out
+    # (to where its sound stopped, as the rule judges it)
+    return [x[a:spoken_to] for a, _, spoken_to in utterance_spans(x)]
 
 
 @pytest.mark.parametrize("hz", [80, 120, 220, 350])
