@@ -99,11 +99,20 @@ async function loadModelMenu() {
   const langs = model.languages || [];
   const sel = $("language");
   if (langs.length > 1) sel.append(new Option("detect", "auto"));
-  for (const code of langs) sel.append(new Option(languageName(code), code));
+  for (const code of langs) {
+    sel.append(new Option(languageName(code), code));
+    // Chinese in traditional characters (the server reads "zh-TW" so, as every API here does)
+    if (code === "zh") sel.append(new Option("中文（繁體）", "zh-TW"));
+  }
   $("task-label").hidden = !(model.tasks || []).includes("translate");
 }
 
+// names the browser's own data may lack in their own tongue (Chromium named "yue" "Cantonese"
+// and "ba" "ba")
+const OWN_NAMES = { yue: "粵語", ba: "башҡорт теле", haw: "ʻŌlelo Hawaiʻi", jw: "Basa Jawa" };
+
 function languageName(code) {
+  if (OWN_NAMES[code]) return OWN_NAMES[code];
   try { return new Intl.DisplayNames([code], { type: "language" }).of(code) || code; }
   catch { return code; }
 }
