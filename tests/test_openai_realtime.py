@@ -117,6 +117,14 @@ def test_manual_commits_mulaw_and_errors(live_server):
         assert e.error.code == "invalid_audio" and e.error.event_id == "evt_mine", e
         conn.input_audio_buffer.commit()
         assert conn.recv().error.code == "input_audio_buffer_commit_empty"
+        # a VAD threshold outside OpenAI's 0..1 is refused (it was taken), and the session
+        # echoes its language as the client sent it
+        conn.session.update(session={"type": "transcription", "audio": {"input": {
+            "turn_detection": {"type": "server_vad", "threshold": 2}}}})
+        assert conn.recv().error.code == "invalid_turn_detection"
+        conn.session.update(session={"type": "transcription", "audio": {"input": {
+            "transcription": {"model": "gpt-4o-transcribe", "language": "en-US"}}}})
+        assert conn.recv().session.audio.input.transcription.language == "en-US"
         # audio cleared is dropped: none of it reaches a later turn
         conn.input_audio_buffer.append(audio=base64.b64encode(mulaw(
             at(load16k("LJ001-0002.wav"), 8000))).decode())

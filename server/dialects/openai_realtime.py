@@ -88,6 +88,7 @@ class RealtimeConnection(ListenConnection):
         # the resampler holds input back, and 120 ms of 24 kHz audio were 92 ms after it)
         self._buffer_from = 0.0
         self.beta = False  # the client speaks the beta transcription_session.* events
+        self._language_tag: str | None = None  # transcription.language as the client sent it
         self._client_event: str | None = None  # the event_id of the client event in hand
 
     # -- events out ------------------------------------------------------------------------
@@ -109,7 +110,7 @@ class RealtimeConnection(ListenConnection):
                     self.event(name, previous_item_id=body["previous_item_id"], item=item)
 
     def _session(self) -> dict[str, Any]:
-        lang = self.session.language
+        lang = self._language_tag or self.session.language
         tr = {"model": self.model, "language": None if lang == "auto" else lang,
               "prompt": self.session.user_prompt or None}
         return {"type": "transcription", "id": self.sid, "object": "realtime.transcription_session",
@@ -295,6 +296,7 @@ class RealtimeConnection(ListenConnection):
                 raise ClientError("invalid_language", f"model {self.engine.model_name} does "
                                   f"not know language {lang!r}")
             self.session.language, self.session.zh_script = base, script
+            self._language_tag = str(lang)  # (echoed as sent: "zh-TW", not "zh")
         prompt = tr.get("prompt")
         if prompt is not None:
             if not isinstance(prompt, str):
@@ -326,6 +328,10 @@ class RealtimeConnection(ListenConnection):
                 raise ClientError("invalid_turn_detection",
                                   "silence_duration_ms must be 200..10000")
             self._hangover(int(round(silence)))
+        threshold = td.get("threshold")  # (taken, as OpenAI's; our VAD has its own measure)
+        if threshold is not None and (isinstance(threshold, bool) or not isinstance(
+                threshold, (int, float)) or not 0.0 <= threshold <= 1.0):
+            raise ClientError("invalid_turn_detection", "threshold must be 0..1")
         self.turns = {**(self.turns or {}), **td}
         self.conversation.vad = True
 
