@@ -41,7 +41,7 @@ from typing import Any
 from . import wire
 from .errors import ClientError
 from .hub import Hub, Outbox, Transcript, new_session_id, on_channel_clock
-from .wire import Closed, Final, Message, Partial, UtteranceEnd
+from .wire import Channel, Closed, Final, Message, Partial, UtteranceEnd
 
 __all__ = ["ClusterHub", "Directory", "directory"]
 
@@ -72,6 +72,7 @@ class _Channel:
     speakers: int = 1
     turns: list[int] = field(default_factory=list)  # each later speaker's first final
     instance: str = field(default_factory=lambda: secrets.token_hex(8))  # this life of the id
+    said: float | None = None  # this life's first seconds, final in an earlier one (Channel)
     ended_at: float | None = None
     seq: int = 0
     changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -155,7 +156,8 @@ class Directory:
         ch = self.channels[session] = _Channel(
             session, finals=list(state["finals"]), owner=owner, claim=claim, next_batch=batch,
             offset=state["offset"], audio_seconds=state["offset"], heard=state["heard"],
-            speakers=state["speakers"], turns=list(state["turns"]), instance=state["instance"])
+            speakers=state["speakers"], turns=list(state["turns"]), instance=state["instance"],
+            said=state.get("said"))
         for text in ch.finals:
             ch.bump()
             ch.log.append((ch.seq, text))
@@ -204,6 +206,9 @@ class Directory:
             elif isinstance(msg, Closed):
                 ch.log.append((ch.seq, text))
                 ch.closed = text
+            elif isinstance(msg, Channel):  # (a new life's ``said``, as Hub.said)
+                ch.said = msg.said
+                ch.log.append((ch.seq, text))
             elif isinstance(msg, UtteranceEnd):  # (as Hub.deliver keeps it)
                 ch.log.append((ch.seq, text))
                 if ch.finals and not (last := wire.decode(ch.finals[-1])).eou:
@@ -232,7 +237,7 @@ class Directory:
             return None
         return {"seq": ch.seq, "finals": list(ch.finals), "live": ch.live, "closed": ch.closed,
                 "partial": ch.partial[1] if ch.partial else None, "turns": list(ch.turns),
-                "audio_seconds": ch.audio_seconds, "instance": ch.instance}
+                "audio_seconds": ch.audio_seconds, "instance": ch.instance, "said": ch.said}
 
     async def since(self, session: str, cursor: int, wait_s: float = 10.0) -> dict | None:
         """What happened on ``session`` after ``cursor``, waiting up to ``wait_s`` for
@@ -392,7 +397,8 @@ class ClusterHub(Hub):
             own = [f for f in t.finals if f.end > t.offset]  # (this speaker's finals)
             state = {"finals": [wire.encode(f) for f in t.finals], "offset": t.offset,
                      "heard": own[-1].end - t.offset if own else 0.0,
-                     "speakers": t.speakers, "turns": list(t.turns), "instance": t.instance}
+                     "speakers": t.speakers, "turns": list(t.turns), "instance": t.instance,
+                     "said": t.said}
             # (the transcript and the batch number are read together: the batches sent after
             # this call are the ones it does not hold)
             ref = self.actor.adopt.remote(sid, self.owner, self.pid, claim, self._batches[sid],
@@ -444,6 +450,8 @@ class ClusterHub(Hub):
         goes_on = super().said(t, seconds)
         if t.offset != before:  # (a batch: it applies in its number's order)
             self._send(t.session, [], offset=t.offset)
+        elif not goes_on:  # a new life: viewers on any replica learn where its clock sits
+            self._send(t.session, [wire.encode(Channel(t.session, t.instance, t.said))])
         return goes_on
 
     def end(self, t: Transcript, audio_seconds: float = 0.0) -> None:
@@ -474,7 +482,7 @@ class ClusterHub(Hub):
                 raise ClientError("unknown_session", f"no session {session!r}")
             t = Transcript(session, finals=[wire.decode(f) for f in snap["finals"]],
                            live=snap["live"], turns=list(snap.get("turns", ())),
-                           instance=snap.get("instance", ""))
+                           instance=snap.get("instance", ""), said=snap.get("said"))
             if not t.live:
                 _speaker_ended(t)
             t.partial = wire.decode(snap["partial"]) if snap["partial"] else None

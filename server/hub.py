@@ -223,6 +223,8 @@ class Hub:
             t.closed = msg
         elif isinstance(msg, UtteranceEnd):
             close_utterance(t.finals)
+        elif isinstance(msg, Channel) and msg.instance == t.instance:  # (a new life's said)
+            t.said = msg.said
         else:
             return
         for v in list(t.viewers):
@@ -239,9 +241,7 @@ class Hub:
         the channel went on."""
         at = resume_at(t.offset, t.finals)
         if at is None:  # (a new life: its viewers learn where its clock sits on the old one)
-            t.said = max(0.0, seconds)
-            for v in list(t.viewers):
-                v.put(Channel(t.session, t.instance, t.said))
+            self.deliver(t, Channel(t.session, t.instance, max(0.0, seconds)))
             return False
         t.offset = t.audio_seconds = max(0.0, at - max(0.0, seconds))
         return True

@@ -227,6 +227,46 @@ def test_viewers_on_another_replica_get_one_process_guarantees(cluster):
     assert not lost.live
 
 
+@pytest.mark.timeout(90)
+def test_a_new_lifes_said_and_an_utterance_end_reach_viewers_on_another_replica(cluster):
+    """A new life of an id whose speaker says ``said``, and an ``utterance_end`` after a final
+    without ``eou``, reach a viewer on another replica and a late one (from the directory's
+    snapshot). Under Ray Serve both went only to the speaker's replica, where no viewer is:
+    a captions viewer's saved file ran 1 s late after a restart, and lines ran together."""
+    from whisperwire.server.cluster_hub import ClusterHub
+
+    actor = cluster["hub"]
+
+    async def until_closed(v) -> list:  # type: ignore[no-untyped-def]
+        got: list = []
+        while not got or not isinstance(got[-1], wire.Closed):
+            got.append(await asyncio.wait_for(v.next(), 20))
+        return got
+
+    async def go() -> tuple[list, list]:
+        a, b = ClusterHub(actor, "test-said-a"), ClusterHub(actor, "test-said-b")
+        renew = asyncio.create_task(a.renew_forever())
+        t = a.open("said-x")
+        early = b.watch("said-x")  # (a viewer waiting when the speaker came back)
+        a.said(t, 1.0)
+        a.publish(t, wire.Final(0, "one two.", 1.2, 2.0))
+        a.publish(t, wire.UtteranceEnd(2.0))
+        a.publish(t, wire.Final(1, "three.", 6.0, 6.5))
+        a.publish(t, wire.Closed("client_close", 7.0))
+        a.end(t, 7.0)
+        got = await until_closed(early)
+        late = await until_closed(ClusterHub(actor, "test-said-late").watch("said-x"))
+        renew.cancel()
+        return got, late
+
+    got, late = run(go())
+    assert [m.said for m in got if isinstance(m, wire.Channel)][-1] == 1.0, got
+    assert [m.type for m in got if m.type in ("final", "utterance_end")] == [
+        "final", "utterance_end", "final"], got
+    assert isinstance(late[0], wire.Channel) and late[0].said == 1.0, late
+    assert [(m.text, m.eou) for m in late if isinstance(m, wire.Final)][0] == ("one two.", True)
+
+
 @pytest.mark.timeout(60)
 def test_a_redeploy_brings_its_retention_and_lease_to_the_running_directory(cluster):
     """The directory outlives a deployment; a later one's ``_RETENTION_MINUTES`` and
