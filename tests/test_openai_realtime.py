@@ -458,3 +458,17 @@ def test_a_beta_client_gets_the_beta_item_event(live_server):
     i = kinds.index("input_audio_buffer.committed")
     assert kinds[i + 1] == "conversation.item.created", kinds
     assert "conversation.item.added" not in kinds and "conversation.item.done" not in kinds
+    # one that says so in its header is greeted the beta's way, and its session reads back in
+    # the beta's flat shape (it was the GA shape, whose fields a beta client reads as empty)
+    with ws_client.connect(url, additional_headers={"Authorization": "Bearer any",
+                                                    "OpenAI-Beta": "realtime=v1"}) as ws:
+        hello = json.loads(ws.recv(timeout=30))
+        assert hello["type"] == "transcription_session.created", hello
+        assert hello["session"]["input_audio_format"] == "pcm16", hello
+        ws.send(json.dumps({"type": "transcription_session.update", "session": {
+            "input_audio_format": "g711_ulaw", "input_audio_transcription": {
+                "model": "gpt-4o-transcribe", "language": "en"}}}))
+        up = json.loads(ws.recv(timeout=30))
+        assert up["type"] == "transcription_session.updated", up
+        assert up["session"]["input_audio_format"] == "g711_ulaw", up
+        assert up["session"]["input_audio_transcription"]["language"] == "en", up

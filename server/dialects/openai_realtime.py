@@ -87,7 +87,9 @@ class RealtimeConnection(ListenConnection):
         # where the uncommitted buffer begins, in seconds of the input (the client's clock:
         # the resampler holds input back, and 120 ms of 24 kHz audio were 92 ms after it)
         self._buffer_from = 0.0
-        self.beta = False  # the client speaks the beta transcription_session.* events
+        # the client speaks the beta transcription_session.* events (it says so in its
+        # OpenAI-Beta header, or by the first update it sends)
+        self.beta = "realtime=v1" in ws.headers.get("openai-beta", "").replace(" ", "")
         self._language_tag: str | None = None  # transcription.language as the client sent it
         self._client_event: str | None = None  # the event_id of the client event in hand
 
@@ -113,13 +115,20 @@ class RealtimeConnection(ListenConnection):
         lang = self._language_tag or self.session.language
         tr = {"model": self.model, "language": None if lang == "auto" else lang,
               "prompt": self.session.user_prompt or None}
+        if self.beta:  # the beta's flat session (a beta client read the GA one as all empty)
+            fmt = {"mulaw": "g711_ulaw", "alaw": "g711_alaw"}.get(self.law, "pcm16")
+            return {"id": self.sid, "object": "realtime.transcription_session",
+                    "input_audio_format": fmt, "input_audio_transcription": tr,
+                    "turn_detection": self.turns, "input_audio_noise_reduction": None,
+                    "include": None}
         return {"type": "transcription", "id": self.sid, "object": "realtime.transcription_session",
                 "audio": {"input": {"format": self.fmt, "transcription": tr,
                                     "turn_detection": self.turns, "noise_reduction": None}},
                 "include": None}
 
     def greet(self) -> None:
-        self.event("session.created", session=self._session())
+        self.event("transcription_session.created" if self.beta else "session.created",
+                   session=self._session())
 
     def encode(self, msg: Any) -> list[str]:
         if isinstance(msg, _Raw):
