@@ -276,3 +276,15 @@ def test_a_speaker_page_with_a_token_the_server_refused_says_so(browser):
     assert "did not accept this page's token" in said({"token": True})
     assert "viewer link" in said({"viewer": True, "token": True})
     page.close()
+
+
+def test_overlay_words_it_does_not_know_fall_back_to_their_defaults(browser):
+    """``align=bogus`` left the text left-aligned (the browser's own default for an invalid
+    value), where a bad number falls back to the overlay's default (centred)."""
+    for query, align, top in (("align=bogus&position=nowhere", "center", False),
+                              ("align=right&position=top", "right", True)):
+        page, _ = open_page(browser, f"/overlay?session=s&{query}", [[final(0, "one.")]])
+        box = "document.getElementById('box')"
+        assert page.evaluate(f"getComputedStyle({box}).textAlign") == align, query
+        assert (page.evaluate(f"{box}.style.top") == "2%") is top, query
+        page.close()

@@ -15,6 +15,8 @@ const colour = (name, dflt) => {
   const v = p.get(name);
   return !v ? dflt : /^([0-9a-f]{3,4}|[0-9a-f]{6}|[0-9a-f]{8})$/i.test(v) ? `#${v}` : v;
 };
+// a word that is none of the choices falls back to the default too (align=bogus left-aligned)
+const oneOf = (name, choices) => (choices.includes(p.get(name)) ? p.get(name) : choices[0]);
 const opt = {
   session: p.get("session"),
   lines: Math.floor(num("lines", 2, 1)),
@@ -25,8 +27,8 @@ const opt = {
   outline: num("outline", 3, 0),
   outlineColor: colour("outline_color", "#000000"),
   shadow: p.get("shadow") !== "0",
-  align: p.get("align") || "center",
-  position: p.get("position") || "bottom",
+  align: oneOf("align", ["center", "left", "right", "start", "end"]),
+  position: oneOf("position", ["bottom", "top", "middle"]),
   bg: colour("bg", "transparent"),
   partial: p.get("partial") !== "0",
   width: Math.floor(num("width", 42, 8)),
