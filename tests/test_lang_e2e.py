@@ -276,6 +276,14 @@ def test_a_chinese_file_is_written_with_full_width_marks(server):
         assert r.status_code == 200, r.text
         assert re.search(r"[\u4e00-\u9fff]{4}", r.text) and "，" in r.text, r.text
         assert not re.search(r"[\u4e00-\u9fff][,?!:;]", r.text), r.text
+    # the word list glues a mark to the character before it (it listed "，" as a word)
+    r = httpx.post(f"{server.http}/v1/audio/transcriptions", timeout=120, files={
+        "file": ("zh-01.wav", wav_bytes(audio))}, data={
+        "model": "whisper-1", "language": "zh", "response_format": "verbose_json",
+        "timestamp_granularities[]": "word"})
+    words = [w["word"] for w in r.json()["words"]]
+    assert any(w.endswith("，") for w in words), words
+    assert not any(w.strip("，。、？！：；") == "" for w in words), words
 
 
 @pytest.mark.timeout(150)

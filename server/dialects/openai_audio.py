@@ -13,6 +13,7 @@ import asyncio
 import json
 import secrets
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from starlette.datastructures import UploadFile
@@ -22,7 +23,7 @@ from starlette.types import Message
 
 from .. import subtitles, wire
 from ..errors import ClientError, retry_after
-from ..text import append_piece, glued, is_unspaced, whole_words
+from ..text import append_piece, closes, glue_piece, glued, is_unspaced, whole_words
 from .common import (ClientGone, FileResult, check_speaker, decode_file, load_media,
                      speaker_token, while_awaited)
 
@@ -224,6 +225,19 @@ async def transcribe(server: WhisperWire, request: Request, task: str) -> Respon
     return render(res, fmt, grans, task, headers)
 
 
+def _reader_words(words: Iterable[wire.Word]) -> list[wire.Word]:
+    """Whole words, a closing mark glued to the word before it, as "country." has its full
+    stop: a Chinese transcript listed "，" as a word of its own (a unit of its own to the
+    streaming core, and its word is a character)."""
+    out: list[wire.Word] = []
+    for w in whole_words(words):
+        if out and closes(w.word) and not w.word[:1].isspace():
+            out[-1] = glue_piece(out[-1], w)
+        else:
+            out.append(w)
+    return out
+
+
 def _streams(fields: dict[str, Any], task: str, fmt: str) -> bool:
     """``stream=true`` as OpenAI reads it: server-sent events of the transcript as it is made,
     for transcriptions in json or text; ignored for ``whisper-1`` (so the SDK says) and for
@@ -318,7 +332,7 @@ def render(res: FileResult, fmt: str, grans: list[str], task: str,
     if "word" in grans and task == "transcribe":
         body["words"] = [{"word": w.word.strip(), "start": round(w.start, 3),
                           "end": round(w.end, 3)}
-                         for w in whole_words(w for f in res.finals for w in f.words)]
+                         for w in _reader_words(w for f in res.finals for w in f.words)]
     if task == "transcribe":
         body["usage"] = usage
     return JSONResponse(body, headers=headers)
