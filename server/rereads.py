@@ -13,10 +13,10 @@ from .decoding import DecodeRequest
 from .text import is_unspaced
 from .wire import Word
 
-__all__ = ["centre", "drop_unsure_echoes", "heard_again", "loop_phrase", "loop_start",
-           "held_end", "read_again_past", "repeated_head", "rereads", "restarted_head", "said_on", "spoken",
-           "spoken_repeats", "spoken_twice", "squeezed", "squeezed_runs", "unsaid_words",
-           "words_from"]
+__all__ = ["centre", "drop_unsure_echoes", "heard_again", "held_end", "loop_phrase",
+           "loop_start", "read_again_past", "repeated_head", "rereads", "restarted_head",
+           "said_on", "spoken", "spoken_repeats", "spoken_twice", "squeezed", "squeezed_runs",
+           "unsaid_words", "words_from"]
 
 
 def loop_start(prefix: list[str], keys: list[str]) -> int:

@@ -17,9 +17,9 @@ from .decoding import DecodeRequest, DecodeResult
 from .voicing import last_voiced
 from .wire import Word
 
-_VOICE_OVERLAP = MODEL_RATE // 10  # two 30 ms frames, a 17.5 ms pitch lag and the filter's
-
 __all__ = ["ATTEMPTS", "Asking", "Attempt", "Early", "EndMark", "Kind", "Run", "WholeAsk"]
+
+_VOICE_OVERLAP = MODEL_RATE // 10  # two 30 ms frames, a 17.5 ms pitch lag and the filter's
 
 
 class Kind(enum.Enum):
