@@ -80,54 +80,67 @@ def replay(engine: Engine, audio: np.ndarray, mode: str = "realtime",
     s = StreamSession(stream or StreamOptions(), VadSegmenter(vo, webrtc_classifier(vo.aggressiveness)),
                       language=language)
     s.said(said, said_last)
-    out = Replay()
-    fed = 0
-    clock = 0.0  # virtual seconds since the first sample
+    return _Run(engine, s, audio, mode, speed, cost, busy, lost_at).run()
 
-    def collect() -> None:
-        new = [e for e in s.events() if isinstance(e, wire.Final)]
-        out.finals += new
+
+class _Run:
+    """One replay's virtual clock: audio fed as it would have arrived, decodes charged their
+    (measured or modelled) time, and the speaker talking on meanwhile."""
+
+    def __init__(self, engine: Engine, s: StreamSession, audio: np.ndarray, mode: str,
+                 speed: float, cost: Callable[[DecodeRequest], float] | None, busy: bool,
+                 lost_at: float | None):
+        self.engine, self.s, self.audio, self.mode, self.speed = engine, s, audio, mode, speed
+        self.cost, self.busy, self.lost_at = cost, busy, lost_at
+        self.out = Replay()
+        self.fed = 0
+        self.clock = 0.0  # virtual seconds since the first sample
+
+    def run(self) -> Replay:
+        while self.fed < len(self.audio):
+            if self.mode != "flat":
+                self.clock = max(self.clock, (self.fed + CHUNK) / 16000 / self.speed)
+            if self.lost_at is not None and self.clock >= self.lost_at:
+                return self.out
+            self.feed_until(self.clock)
+            if not self.drain():
+                return self.out
+        self.s.finish()
+        self.collect()
+        self.drain()
+        assert self.s.flushed, "the session did not flush"
+        return self.out
+
+    def collect(self) -> None:
+        new = [e for e in self.s.events() if isinstance(e, wire.Final)]
+        self.out.finals += new
         # realtime: how long after its audio arrived each final word came (virtual clock)
-        out.latencies += [clock - w.end / speed for f in new for w in f.words]
+        self.out.latencies += [self.clock - w.end / self.speed for f in new for w in f.words]
 
-    def feed_until(t: float) -> None:
-        nonlocal fed
-        upto = len(audio) if mode == "flat" else min(len(audio), int(t * speed * 16000))
-        while fed < upto:
-            n = min(CHUNK, upto - fed)
-            s.feed_audio(audio[fed : fed + n])
-            fed += n
-        collect()  # (an early end decode's words become final when the VAD confirms it)
+    def feed_until(self, t: float) -> None:
+        n_all = len(self.audio)
+        upto = n_all if self.mode == "flat" else min(n_all, int(t * self.speed * 16000))
+        while self.fed < upto:
+            n = min(CHUNK, upto - self.fed)
+            self.s.feed_audio(self.audio[self.fed : self.fed + n])
+            self.fed += n
+        self.collect()  # (an early end decode's words become final when the VAD confirms it)
 
-    def drain() -> bool:
-        nonlocal clock
-        while (req := s.next_decode(busy=busy)) is not None:
+    def drain(self) -> bool:
+        while (req := self.s.next_decode(busy=self.busy)) is not None:
             t0 = time.perf_counter()
-            res = engine.decode_batch([req])[0]
-            clock += cost(req) if cost is not None else time.perf_counter() - t0
-            if lost_at is not None and clock >= lost_at:
+            res = self.engine.decode_batch([req])[0]
+            self.clock += self.cost(req) if self.cost is not None else time.perf_counter() - t0
+            if self.lost_at is not None and self.clock >= self.lost_at:
                 return False  # (the server was lost before this decode's answer went out)
-            out.decodes += 1
-            out.decoded_audio_s += req.duration
+            self.out.decodes += 1
+            self.out.decoded_audio_s += req.duration
             # the speaker talked on while it decoded: that audio is in before the result, as
             # over a socket (a stream whose steps lag sees it: ``slow_hold_ms``)
-            feed_until(clock)
-            s.decoded(req.id, res)
-            collect()
+            self.feed_until(self.clock)
+            self.s.decoded(req.id, res)
+            self.collect()
         return True
-
-    while fed < len(audio):
-        clock = max(clock, (fed + CHUNK) / 16000 / speed) if mode != "flat" else clock
-        if lost_at is not None and clock >= lost_at:
-            return out
-        feed_until(clock)
-        if not drain():
-            return out
-    s.finish()
-    collect()
-    drain()
-    assert s.flushed, "the session did not flush"
-    return out
 
 
 def sweep(engine: Engine, items: list, offsets: list[float], mode: str = "realtime",

@@ -81,6 +81,43 @@ def answered(msgs: list[wire.Message], follow: bool) -> bool:
         not follow and any(isinstance(m, wire.Closed) for m in msgs)))
 
 
+class _Lives:
+    """What a viewer that follows one id across reconnects and server restarts shows: each
+    final once, on the first life's clock. Pure: messages in, messages out."""
+
+    def __init__(self, on_message: Callable[[wire.Message], None]):
+        self.on_message = on_message
+        self.seen, self.life = -1, None
+        self.shift = 0.0  # where the id's current life starts on the first life's clock
+        self.base = 0.0  # ... and where the life before it was final to
+        self.last_end = 0.0
+
+    def take(self, m: wire.Message) -> None:
+        if isinstance(m, wire.Channel):  # another life of the id numbers its finals from 0
+            if self.life is not None and m.instance != self.life:
+                # ... and its clock starts at 0 again: it goes on where the old life was
+                # final to, less what its speaker sent again (``said``), as the speaker's own
+                # file puts it (the saved file ran back to 0.3 s, with a cue of no length
+                # where the two met; then, with every cue after a restart 1 s late)
+                self.seen, self.base = -1, self.last_end
+            if self.life is not None:
+                self.shift = max(0.0, self.base - (m.said or 0.0))
+            self.life = m.instance
+            return
+        if isinstance(m, wire.Final):
+            if m.segment <= self.seen:
+                if m.segment == self.seen and m.eou:  # its utterance_end came while away
+                    self.show(on_channel_clock(wire.UtteranceEnd(m.end), self.shift))
+                return
+            self.seen = m.segment
+        self.show(on_channel_clock(m, self.shift))
+
+    def show(self, m: wire.Message) -> None:
+        if isinstance(m, wire.Final):
+            self.last_end = max(self.last_end, m.end)
+        self.on_message(m)
+
+
 async def follow_channel(url: str, session: str, on_message: Callable[[wire.Message], None],
                          token: str | None = None, *, follow: bool = True,
                          stop: asyncio.Event | None = None,
@@ -91,37 +128,7 @@ async def follow_channel(url: str, session: str, on_message: Callable[[wire.Mess
     import websockets
 
     waits_s = RETRIES_S if waits_s is None else waits_s
-    seen, life = -1, None
-    shift = last_end = 0.0  # where the id's current life starts on the first life's clock
-    base = 0.0  # ... and where the life before it was final to
-
-    def fresh(m: wire.Message) -> None:
-        nonlocal seen, life, shift, base
-        if isinstance(m, wire.Channel):  # another life of the id numbers its finals from 0
-            if life is not None and m.instance != life:
-                # ... and its clock starts at 0 again: it goes on where the old life was
-                # final to, less what its speaker sent again (``said``), as the speaker's own
-                # file puts it (the saved file ran back to 0.3 s, with a cue of no length
-                # where the two met; then, with every cue after a restart 1 s late)
-                seen, base = -1, last_end
-            if life is not None:
-                shift = max(0.0, base - (m.said or 0.0))
-            life = m.instance
-            return
-        if isinstance(m, wire.Final):
-            if m.segment <= seen:
-                if m.segment == seen and m.eou:  # its utterance_end came while this was away
-                    show(on_channel_clock(wire.UtteranceEnd(m.end), shift))
-                return
-            seen = m.segment
-        show(on_channel_clock(m, shift))
-
-    def show(m: wire.Message) -> None:
-        nonlocal last_end
-        if isinstance(m, wire.Final):
-            last_end = max(last_end, m.end)
-        on_message(m)
-
+    fresh = _Lives(on_message).take
     tries, dropped = 0, False
     while True:
         began = time.monotonic()
