@@ -92,6 +92,8 @@ class StreamSession:
         self._detect_pending = language in (None, "auto")
         # utterances that ended by here wait for nothing more (``finish``, ``finalize``)
         self._settled = 0
+        self._asked: list[int] = []  # samples_in at each ``finalize`` not answered yet
+        self._answer: tuple[Message, int] | None = None  # (see :meth:`answers`)
         self._slow_until = 0  # steps are busy until samples_in reaches this (slow_hold_ms)
         self._spans = SpeechSpans()  # where the VAD heard speech: final words' times stay in it
 
@@ -107,6 +109,7 @@ class StreamSession:
         its context (the VAD keeps its state and pre-roll). Waits until the utterance holds
         ``min_final_ms`` past its committed point, or ends."""
         self._settled = self.samples_in
+        self._asked.append(self.samples_in)
         if self._utts and self._utts[-1].open:
             self._utts[-1].force_at = self._utts[-1].available
         elif self.flushed:  # nothing heard since the last final: answered at once
@@ -747,7 +750,32 @@ class StreamSession:
     def events(self) -> list[Message]:
         """Caption events produced since the last call, in order."""
         out, self._events = self._events, []
+        self._answer = None
+        if self._asked:
+            self._answer_finalizes(out)
         return out
+
+    def answers(self, msg: Message) -> int:
+        """How many ``finalize`` calls ``msg``, of the last :meth:`events`, answers: the end
+        event (a final with ``eou``, or ``utterance_end``) after which everything heard
+        before them is final. Deepgram marks it ``from_finalize``, and a voice agent ends
+        its turn there: the first end after the ``Finalize`` was the answer before, and when
+        decoding lagged that was an earlier utterance's, with the turn's words still to come."""
+        return self._answer[1] if self._answer is not None and self._answer[0] is msg else 0
+
+    def _answer_finalizes(self, out: list[Message]) -> None:
+        ends = [m for m in out if isinstance(m, UtteranceEnd) or (isinstance(m, Final) and m.eou)]
+        n = 0
+        while n < len(self._asked) and self._final_through(self._asked[n]):
+            n += 1  # (marks in order: a later one final through means every earlier one is)
+        if ends and n:
+            self._answer, self._asked = (ends[-1], n), self._asked[n:]
+
+    def _final_through(self, sample: int) -> bool:
+        """Every utterance heard before ``sample`` is final: none has an end or a forced end
+        at or before it still to decode."""
+        return all(all(e > sample for e in u.ends) and (u.force_at is None or u.force_at > sample)
+                   for u in self._utts)
 
     def said(self, seconds: float, last: Word | None = None) -> None:
         """The stream's first ``seconds`` were made final before it began: a speaker back on

@@ -580,3 +580,28 @@ def test_speech_started_is_where_the_speech_began_not_its_pre_roll(live_server):
     second = len(a) / 16000 + gap
     assert any(abs(t - second) <= 0.07 for t in starts), (second, starts)
     assert not any(second - 0.35 < t < second - 0.07 for t in starts), (second, starts)
+
+
+@pytest.mark.timeout(120)
+def test_a_finalize_after_a_file_sent_flat_out_is_answered_by_its_last_words(live_server):
+    """A client ahead of the decoder (a file, a slow CPU) sends all of jfk and then
+    ``Finalize``: the ``from_finalize`` result is the one that makes its last words final, and
+    every word comes before it. It was the first utterance's final ("And so, my fellow
+    Americans..."), the VAD having ended it before the ``Finalize``; Pipecat closed the turn
+    there, and "Ask what you can do for your country." came after."""
+    pcm = s16(load16k("jfk.wav"))
+    got: list[dict] = []
+    with ws_connect(f"{live_server.url}/deepgram/v1/listen?encoding=linear16&sample_rate=16000"
+                    "&interim_results=true&punctuate=true", open_timeout=10) as ws:
+        for i in range(0, len(pcm), 6400):
+            ws.send(pcm[i : i + 6400])
+        ws.send(json.dumps({"type": "Finalize"}))
+        while not (got and got[-1].get("from_finalize")):
+            got.append(json.loads(ws.recv(timeout=60)))
+        ws.send(json.dumps({"type": "CloseStream"}))
+    finals = [m for m in got if m.get("type") == "Results" and m["is_final"]]
+    answer = finals[-1]
+    assert answer["start"] + answer["duration"] > 10.0, [
+        (m["start"], m["channel"]["alternatives"][0]["transcript"]) for m in finals]
+    text = " ".join(m["channel"]["alternatives"][0]["transcript"] for m in finals)
+    assert "country" in text.lower() and wer(references()["jfk.wav"], text) <= 0.2, text

@@ -3131,3 +3131,24 @@ def test_a_doubted_breath_held_for_the_language_and_one_that_joins_it_are_judged
 
     s = StreamSession(StreamOptions(), energy_vad(), language="auto")
     assert [x.text for x in finals(drive(s, doubting, audio))] == ["Yeah. Okay."]
+
+
+def test_a_finalize_is_answered_by_the_end_of_what_was_heard_before_it_not_an_earlier_one():
+    """Decoding lags (a file sent flat out, a slow CPU): an utterance the VAD ended waits for
+    its end decode when ``finalize`` comes in the next one. The answer (Deepgram's
+    ``from_finalize``, where a voice agent ends its turn) is the end after which all of it is
+    final; it was the first end to go out, the earlier utterance's, before the turn's words."""
+    audio, truth = make_stream(10, pause_every=5, pause_s=3.0)
+    s = StreamSession(StreamOptions(), energy_vad())
+    s.feed_audio(audio)  # (nothing decoded yet)
+    s.finalize()
+    s.finalize()  # (a second one, answered by the same end)
+    dec, answered = ScriptedDecoder(truth), []
+    while (req := s.next_decode()) is not None:
+        s.decoded(req.id, dec(req))
+        answered += [(e, s.answers(e)) for e in s.events()]
+    ends = [(e, n) for e, n in answered if isinstance(e, UtteranceEnd) or e.eou]
+    assert len(ends) == 2 and [n for _, n in ends] == [0, 2]
+    assert ends[1][0].text.split()[-1] == "w9"
+    assert " ".join(e.text for e, _ in answered if isinstance(e, Final)).split() == \
+        [w[0] for w in truth]

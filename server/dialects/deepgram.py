@@ -202,7 +202,6 @@ class DeepgramConnection(ListenConnection):
                          vad=VadSegmenter(vad_opts, webrtc_classifier(vad_opts.aggressiveness)))
         self.opts = opts
         self.idle_timeout_s = min(IDLE_TIMEOUT_S, cfg.idle_timeout_s)
-        self._finalizing = 0  # Finalize messages not yet answered
         self._odd = b""  # a linear16 frame's last byte, when it ended inside a sample
         self._silence_out = False  # a _Silence waits in the outbox
         self._tiled = 0.0  # where the last final Results ended: an empty one starts there
@@ -268,7 +267,6 @@ class DeepgramConnection(ListenConnection):
             return True
         if kind == "Finalize":
             self._publish(self.session.events())  # finals input made and the pump has not sent
-            self._finalizing += 1  # answered by the next final with eou, or utterance_end
             self.finalize()
         elif kind == "Configure":
             self._configure(msg)
@@ -315,10 +313,8 @@ class DeepgramConnection(ListenConnection):
             self.send(_Silence())
 
     def send(self, msg: Any) -> None:
-        if isinstance(msg, (wire.Final, wire.UtteranceEnd)) and self._finalizing and (
-                isinstance(msg, wire.UtteranceEnd) or msg.eou):
-            msg = _Flushed(msg, self._finalizing - 1, self.session.undecided)
-            self._finalizing = 0
+        if isinstance(msg, (wire.Final, wire.UtteranceEnd)) and (n := self.session.answers(msg)):
+            msg = _Flushed(msg, n - 1, self.session.undecided)
         super().send(msg)
 
     def close_frame(self, reason: str) -> tuple[int, str]:
