@@ -7,6 +7,8 @@ import logging
 import math
 import sys
 
+from .wire import ZH_SCRIPTS
+
 __all__ = ["main"]
 
 
@@ -219,7 +221,7 @@ def _client_parser(sub, name: str, help: str, speaker: bool):  # type: ignore[no
                        help="language code, or auto (default: the model's)")
         p.add_argument("--task", default="transcribe", choices=("transcribe", "translate"),
                        help="translate: any language to English (a multilingual model)")
-        p.add_argument("--zh-script", default=None, choices=("simplified", "traditional", "as_is"),
+        p.add_argument("--zh-script", default=None, choices=ZH_SCRIPTS,
                        help="Chinese captions in this script (default: simplified for zh)")
         p.add_argument("--session", default=None, help="publish under this id (for viewers)")
     return p

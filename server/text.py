@@ -24,7 +24,7 @@ __all__ = ["NO_LINE_START", "ZH_SCRIPTS", "append_piece", "cer", "cer_tokens", "
            "is_unspaced", "join_texts", "join_units", "needs_space", "script_for", "split_units",
            "split_words", "tidy", "to_script", "whole_words", "wrap_units"]
 
-_OPENCC = {"simplified": "t2s", "traditional": "s2t"}
+_OPENCC = {"simplified": "t2s", "traditional": "s2tw", "traditional_hk": "s2hk"}  # (wire.ZH_SCRIPTS)
 
 # Unicode ranges of scripts written without spaces between words, and their punctuation
 _UNSPACED = (

@@ -47,7 +47,10 @@ MIN_SAMPLE_RATE = 8000
 MAX_SAMPLE_RATE = 48000
 ENCODINGS = ("pcm_s16le", "pcm_f32le")
 TASKS = ("transcribe", "translate")
-ZH_SCRIPTS = ("simplified", "traditional", "as_is")
+# traditional: Taiwan's standard forms (為 裡 群 著); traditional_hk: Hong Kong's (為 裏 羣 着).
+# OpenCC's own standard (爲 裏 羣 着, "s2t") is neither place's, and a Taiwan streamer's captions
+# read 羣 for the 群 every Taiwanese text has
+ZH_SCRIPTS = ("simplified", "traditional", "traditional_hk", "as_is")
 BYTES_PER_SAMPLE = {"pcm_s16le": 2, "pcm_f32le": 4}
 # ASCII only (the id goes into file names and Content-Disposition headers), never only dots
 # ("." and ".." are path segments)
@@ -55,14 +58,15 @@ SESSION_ID = re.compile(r"(?!\.+\Z)[A-Za-z0-9._-]{1,64}\Z")
 _TIMES = ("start", "end", "audio_seconds", "lag", "backlog")
 
 
-_TRADITIONAL = {"tw", "hk", "mo", "hant", "cht"}  # subtags asking for traditional ("zh-CHT")
+_TRADITIONAL = {"tw", "hant", "cht"}  # subtags asking for traditional ("zh-CHT")
+_HONG_KONG = {"hk", "mo"}  # ... in Hong Kong's (and Macau's) forms
 _CHINESE = {"zh", "cmn", "zho", "chi"}  # (Google's tags are "cmn-Hans-CN", "cmn-Hant-TW")
 
 
 def language_tag(tag: str) -> tuple[str, str | None]:
     """A language tag as Whisper's language and the Chinese script it asks for: "en-US" is
-    "en", "zh-TW", "zh-HK" and "zh-Hant-TW" Chinese in traditional characters, "ZH" "zh",
-    "cmn-Hans-CN" "zh", and "zh_TW" (a locale's form) as "zh-TW" (every API takes tags the
+    "en", "zh-TW" and "zh-Hant-TW" Chinese in Taiwan's traditional characters, "zh-HK" in
+    Hong Kong's, "ZH" "zh", "cmn-Hans-CN" "zh", and "zh_TW" (a locale's form) as "zh-TW" (every API takes tags the
     same way; ours refused "zh-TW" and "ZH" that Deepgram's took, OpenAI's wrote "zh-TW" in
     simplified, and "zh-Hant-TW" came out simplified). Raises ProtocolError ``bad_language``."""
     parts = tag.replace("_", "-").lower().split("-")
@@ -73,7 +77,9 @@ def language_tag(tag: str) -> tuple[str, str | None]:
     if base not in _CHINESE:
         return base, None
     rest = set(parts[1:])
-    return "zh", ("traditional" if rest & _TRADITIONAL and "hans" not in rest else None)
+    if "hans" in rest or not rest & (_TRADITIONAL | _HONG_KONG):
+        return "zh", None
+    return "zh", ("traditional_hk" if rest & _HONG_KONG else "traditional")
 
 
 def valid_session_id(session: str) -> bool:

@@ -121,7 +121,7 @@ def test_chinese_results_have_no_spaces_and_whole_latin_words():
     assert alternative(said, "", punctuate=False)["transcript"] == "3 + 4 = 7 by 50%"
 
 
-@pytest.mark.parametrize("lang,script", [("zh-TW", "traditional"), ("zh-HK", "traditional"),
+@pytest.mark.parametrize("lang,script", [("zh-TW", "traditional"), ("zh-HK", "traditional_hk"),
                                          ("zh-CN", None), ("zh", None)])
 def test_taiwan_and_hong_kong_chinese_are_written_in_traditional_characters(lang, script):
     o = parse(f"language={lang}")

@@ -88,6 +88,11 @@ def test_script():
     assert to_script("門鈴們說話", "simplified") == "门铃们说话"
     assert to_script("门铃说话", "traditional") == "門鈴說話"
     assert to_script("門鈴", "as_is") == "門鈴"
+    # each place's own forms, not OpenCC's standard (爲 裏 羣 着): Taiwan writes 為 裡 群 著,
+    # Hong Kong 為 裏 羣 着 (a zh-TW stream read "街頭黔女已著羣裝")
+    assert to_script("为了群众里着", "traditional") == "為了群眾裡著"
+    assert to_script("爲了羣衆裏着", "traditional") == "為了群眾裡著"
+    assert to_script("为了群众里着", "traditional_hk") == "為了羣眾裏着"
     assert to_script("hello", "simplified") == "hello"
 
 

@@ -112,11 +112,11 @@ def test_listen_params_rejected(query, code):
 
 @pytest.mark.parametrize("tag, lang, script", [
     ("zh", "zh", None), ("ZH", "zh", None), ("zh-CN", "zh", None), ("zh-TW", "zh", "traditional"),
-    ("zh-hk", "zh", "traditional"), ("zh-Hant", "zh", "traditional"), ("en-US", "en", None),
+    ("zh-hk", "zh", "traditional_hk"), ("zh-Hant", "zh", "traditional"), ("en-US", "en", None),
     ("auto", "auto", None), ("zh-Hant-TW", "zh", "traditional"), ("zh_TW", "zh", "traditional"),
     ("cmn-Hant-TW", "zh", "traditional"), ("cmn-Hans-CN", "zh", None), ("zh-Hans-HK", "zh", None),
     ("cmn", "zh", None), ("en-TW", "en", None), ("pt_BR", "pt", None), ("zh-CHT", "zh", "traditional"),
-    ("zh-CHS", "zh", None),
+    ("zh-CHS", "zh", None), ("zh-MO", "zh", "traditional_hk"), ("zh-Hant-HK", "zh", "traditional_hk"),
 ])
 def test_language_tags_are_read_as_every_api_reads_them(tag, lang, script):
     """Ours refused "zh-TW", "zh-CN" and "ZH", which the Deepgram endpoint took (and OpenAI's
