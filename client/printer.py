@@ -17,7 +17,7 @@ import unicodedata
 from typing import TextIO
 
 from whisperwire.server import wire
-from whisperwire.server.text import closes, glued, needs_space, split_units
+from whisperwire.server.text import closes, glued, is_unspaced, needs_space, split_units
 
 from .connect import DEFAULT_URL, server_error_sentence
 
@@ -45,6 +45,15 @@ def _split_word(word: str, width: int) -> list[str]:
     return pieces + [cur] if cur else pieces
 
 
+def _room_for_mark(last: str) -> str:
+    """What a final's last unit keeps room for after it: a Chinese (or Japanese) final may be
+    followed by a final whose first word is "，" (Whisper starts the next final with it), and
+    a line once started with it ("…寒氣尚未" / "，街頭黔女已著裙裝。"); written text is never
+    taken back, so the room is kept now. A unit of a spaced script carries its own marks."""
+    core = last.strip()
+    return "，" if core and is_unspaced(core[-1]) and not closes(core) else ""
+
+
 class Flow:
     """The layout of captions as text, one event at a time.
 
@@ -68,15 +77,18 @@ class Flow:
         """``glue``: the final goes on the last word (a word split across finals, "Cost" |
         "as": :func:`~whisperwire.server.text.glued`)."""
         out = [ERASE + self.line] if self.tty else []  # wipe the partial
+        words = split_units(text)  # Latin words, and CJK one character at a time
         if self.line and (self.one_per_line or (
-                self._last_end is not None and start - self._last_end >= PAUSE_S)):
+                self._last_end is not None and start - self._last_end >= PAUSE_S
+                and not (words and closes(words[0])))):  # (a mark stays after its text)
             out.append(self._newline())
         width = sys.maxsize if self.one_per_line else self.width
-        words = split_units(text)  # Latin words, and CJK one character at a time
         for i, word in enumerate(words):
             # a closing mark never starts a line: the character before it goes down with it
             # (with every mark after it: "好。”")
             mark = "".join(itertools.takewhile(closes, words[i + 1:])).replace(" ", "")
+            if i == len(words) - 1:
+                mark = _room_for_mark(word)
             for piece in _split_word(word.strip(), width):
                 sep = " " if self.line and not glue and needs_space(self.line, piece) else ""
                 glue = False

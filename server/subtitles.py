@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Iterable
 
-from .text import (display_width, finals_text, glue_piece, is_piece, join_units,
+from .text import (closes, display_width, finals_text, glue_piece, is_piece, join_units,
                    split_units, whole_words, wrap_units)
 from .wire import Final, UtteranceEnd, Word
 
@@ -60,14 +60,18 @@ def _units(w: Word, width: int) -> list[Word]:
     return out
 
 
-def _break_at(ws: list[Word]) -> int:
-    """Where a full cue is best cut: after the last punctuation in its second half (the rest
-    starts the next cue), else at its end."""
+def _break_at(ws: list[Word], nxt: Word) -> int:
+    """Where a full cue is best cut (the rest starts the next cue, ``nxt`` after it): after the
+    last punctuation in its second half, else at its end; never before a closing mark, which
+    stays with the text before it (a cue began "，台灣的夜市文化。" where the comma came as
+    the next final's first word): the unit before the mark goes down with it."""
+    seq = ws + [nxt]
+    can = [c for c in range(1, len(ws) + 1) if not closes(seq[c].word)]
     for marks in (_SENTENCE_END, (",", "，", "、", ";", "；", ":", "：")):
-        for i in range(len(ws) - 1, len(ws) // 2 - 1, -1):
-            if ws[i].word.rstrip().endswith(marks):
-                return i + 1
-    return len(ws)
+        for c in reversed(can):
+            if c > len(ws) // 2 and ws[c - 1].word.rstrip().endswith(marks):
+                return c
+    return can[-1] if can else len(ws)
 
 
 def cues(finals: Iterable[Final], opt: CueOptions | None = None) -> list[Cue]:
@@ -78,8 +82,11 @@ def cues(finals: Iterable[Final], opt: CueOptions | None = None) -> list[Cue]:
     def lines(ws: list[Word]) -> list[str]:
         return wrap_units([w.word for w in ws], opt.max_chars)
 
-    def fits(ws: list[Word]) -> bool:
-        return len(lines(ws)) <= opt.max_lines and ws[-1].end - ws[0].start <= opt.max_seconds
+    def fits(ws: list[Word], alone: bool = False) -> bool:
+        """Within the cue's limits; ``alone``: a single word, on one line."""
+        width = display_width(ws[0].word.strip()) <= opt.max_chars if alone else \
+            len(lines(ws)) <= opt.max_lines
+        return width and ws[-1].end - ws[0].start <= opt.max_seconds
 
     def emit(n: int | None = None) -> None:
         n = len(cur) if n is None else n
@@ -88,23 +95,28 @@ def cues(finals: Iterable[Final], opt: CueOptions | None = None) -> list[Cue]:
             out.append(Cue(ws[0].start, max(ws[-1].end, ws[0].start + 0.2), tuple(lines(ws))))
             del cur[:n]
 
+    done = False  # the cue is complete: it ends before the next unit that is no closing mark
     for f in finals:
         words = list(f.words) or [Word(" " + f.text, f.start, f.end, 1.0)]
         for w in (u for word in whole_words(words) for u in _units(word, opt.max_chars)):
             if not w.word.strip():
                 continue
-            if cur and is_piece(cur[-1], w):  # (a word Whisper split across two finals)
+            if done and not closes(w.word):
+                emit()
+            done = done and bool(cur)
+            # (a word Whisper split across two finals, while the whole still fits a cue alone:
+            # a number written in pieces over 8 finals made one cue of 132 columns and 18 s)
+            if cur and is_piece(cur[-1], w) and fits([glue_piece(cur[-1], w)], alone=True):
                 w = glue_piece(cur.pop(), w)
             while cur and not fits(cur + [w]):
-                emit(_break_at(cur))
+                if closes(w.word) and len(lines(cur + [w])) <= opt.max_lines:
+                    break  # the mark stays with the text before it, the cue a little longer
+                emit(_break_at(cur, w))
             cur.append(w)
             # prefer to end a cue at a sentence end once it holds a line's worth
-            if w.word.rstrip().endswith(_SENTENCE_END) and display_width(
-                join_units(x.word for x in cur)
-            ) >= opt.max_chars:
-                emit()
-        if f.eou:
-            emit()
+            done = done or w.word.rstrip().endswith(_SENTENCE_END) and display_width(
+                join_units(x.word for x in cur)) >= opt.max_chars
+        done = done or f.eou and bool(cur)
     emit()
     # cues never overlap
     for i in range(1, len(out)):

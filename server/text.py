@@ -214,23 +214,45 @@ def closes(unit: str) -> bool:
     return bool(u) and all(c in NO_LINE_START for c in u)
 
 
+def _clause_fits(units: Sequence[str], width: int) -> bool:
+    """Whether ``units`` hold a punctuation mark within their first ``width`` columns: the
+    clause that starts them fits on one line."""
+    for n, u in enumerate(units, 1):
+        if display_width(join_units(units[:n])) > width:
+            return False
+        if _break_rank(u) < 3:
+            return True
+    return True
+
+
+def _cut(cur: Sequence[str], rest: Sequence[str], width: int) -> int:
+    """How many of ``cur`` (a line that ``rest[0]`` would overflow) stay on it. After the best
+    punctuation that leaves the line at least half full, or a third full where the clause
+    after it then fits the next line whole; else as many as fit. Subtitle guides break lines
+    after punctuation (Netflix's); where only punctuation in a line's last third counted,
+    Chinese lines broke mid-word ("先融入周 / 圍環境，") with a comma earlier in the line. Never before a
+    closing mark: the unit before it goes down with it."""
+    nxt = [*cur, *rest]
+    can = [c for c in range(1, len(cur) + 1) if not closes(nxt[c])]
+    for rank in range(3):
+        for c in reversed(can):
+            if _break_rank(cur[c - 1]) != rank:
+                continue
+            full = display_width(join_units(cur[:c]))
+            if 2 * full >= width or (3 * full >= width and _clause_fits(nxt[c:], width)):
+                return c
+    return can[-1] if can else len(cur)
+
+
 def wrap_units(units: Sequence[str], width: int) -> list[str]:
     """Lines of at most ``width`` display columns (a unit wider than a line gets a line of its
-    own). A full line breaks after the best punctuation in its last third, if any, and never
-    before a closing mark: the unit before it goes down with it (a subtitle line began
+    own), broken where :func:`_cut` says, never before a closing mark (a subtitle line began
     "，然后我们不像猎物。")."""
     lines: list[str] = []
     cur: list[str] = []
-    for u in units:
+    for i, u in enumerate(units):
         if cur and display_width(join_units(cur + [u])) > width:
-            nxt = cur + [u]
-            can = [c for c in range(1, len(cur) + 1) if not closes(nxt[c])]
-            cut = can[-1] if can else len(cur)
-            for rank in range(3):
-                at = [c for c in can if _break_rank(cur[c - 1]) == rank]
-                if at and at[-1] >= len(cur) * 2 // 3:
-                    cut = at[-1]
-                    break
+            cut = _cut(cur, units[i:], width)
             lines.append(join_units(cur[:cut]))
             cur = cur[cut:]
         cur.append(u)
