@@ -96,10 +96,11 @@ def test_overlay_waits_for_the_session_and_follows_it(browser):
     ])
     text = lambda: page.inner_text("[data-testid=overlay]")
     assert text() == "", "nothing shows while it waits (it is on a stream)"
-    wait_for(lambda: text() == "one. two.", 15, "the first speaker's finals", page=page)
+    # (each final closes its utterance, ``eou``: a line each, as on the page)
+    wait_for(lambda: text() == "one.\ntwo.", 15, "the first speaker's finals", page=page)
     # the socket stays open after `closed`: the next speaker continues the numbering
     server.send(partial(2, "three"))
-    wait_for(lambda: text() == "one. two.\nthree", 5, "the next speaker's partial, on a line "
+    wait_for(lambda: text() == "one.\ntwo.\nthree", 5, "the next speaker's partial, on a line "
              "of its own", page=page)
     server.send(final(2, "three."))
     # a drop, even a clean 1000: it reconnects; the replay shows nothing twice
@@ -107,9 +108,9 @@ def test_overlay_waits_for_the_session_and_follows_it(browser):
     server.close(1000)
     wait_for(lambda: len(server.routes) == 3, 10, "a reconnect after 1000", page=page)
     page.wait_for_timeout(300)
-    assert text() == "one. two.\nthree."
+    assert text() == "one.\ntwo.\nthree."
     server.send(final(3, "four."))
-    wait_for(lambda: text() == "one. two.\nthree. four.", 5, "live finals after it", page=page)
+    wait_for(lambda: text() == "one.\ntwo.\nthree.\nfour.", 5, "live finals after it", page=page)
     page.close()
 
 
@@ -119,7 +120,7 @@ def test_overlay_starts_over_when_the_numbering_does(browser):
         [final(0, "old."), final(1, "old two.")],
     ])
     text = lambda: page.inner_text("[data-testid=overlay]")
-    wait_for(lambda: text() == "old. old two.", 10, "the first finals", page=page)
+    wait_for(lambda: text() == "old.\nold two.", 10, "the first finals", page=page)
     server.scripts.append([partial(0, "new")])
     server.close(1001)
     wait_for(lambda: len(server.routes) == 2, 10, "a reconnect", page=page)
@@ -129,7 +130,7 @@ def test_overlay_starts_over_when_the_numbering_does(browser):
 
 
 @pytest.mark.parametrize("path, shown", [
-    ("/overlay?session=s&fade=0&lines=5&width=200", "[data-testid=overlay]"),
+    ("/overlay?session=s&fade=0&lines=8&width=200", "[data-testid=overlay]"),
     ("/?view=s", "[data-testid=finals]"),
 ])
 def test_a_new_life_of_the_channel_is_shown_from_its_first_final(browser, path, shown):

@@ -47,7 +47,8 @@ else box.style[opt.position === "top" ? "top" : "bottom"] = "2%";
 
 // Finals fill lines once: a line that is full never changes (wrapping all recent finals again
 // at every update moved every line break once the oldest final dropped off, and the text
-// jumped with no new speech). ``open`` is the line being filled; the partial follows it.
+// jumped with no new speech). ``open`` is the line being filled; the partial follows it. An
+// utterance's or a speaker's end closes it (endLine).
 let done = [];       // full lines, the last ``opt.lines`` of them
 let open = "";
 let partial = "";
@@ -63,9 +64,25 @@ function addFinal(text, glue = false) {
   done = done.concat(w).slice(-opt.lines);
 }
 
-function endLine() {  // a speaker ended: the next one starts a line
+// A speaker or an utterance ended: what comes next starts a line of its own, as on the page
+// (app.js's endLine). Filled by width only, two utterances without a full stop ran together
+// ("Wi-Fi門鈴也住推了土" / "地市場的火爆他稱他製").
+function endLine() {
   if (open) done = done.concat([open]).slice(-opt.lines);
   open = "";
+}
+
+function onFinal(m) {
+  if (segments.isNewFinal(m)) {
+    addFinal(m.text, glued(m)); partial = "";
+    if (m.eou) endLine();  // the utterance's last final
+    lastActivity = Date.now();
+  }
+  // the last final shown, replayed closing its utterance: its utterance_end came while the
+  // overlay was away
+  else if (m.eou && m.segment === segments.last) endLine();
+  else return;
+  render();
 }
 
 function render() {
@@ -95,9 +112,11 @@ function onMessage(m) {
   if (m.type === "channel") {
     segments.channel(m);
   } else if (m.type === "final") {
-    if (!segments.isNewFinal(m)) return;
-    addFinal(m.text, glued(m)); partial = "";
-    lastActivity = Date.now(); render();
+    onFinal(m);
+  } else if (m.type === "utterance_end") {
+    // every word of the utterance was final before it ended, so no final carried its end;
+    // not speech: the fade's clock goes on
+    partial = ""; endLine(); render();
   } else if (m.type === "partial") {
     segments.sawPartial(m);
     partial = m.text; if (m.text) lastActivity = Date.now(); render();
