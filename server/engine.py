@@ -260,6 +260,18 @@ class Arrivals:
             self._at.pop(id(r), None)
 
 
+def model_languages(wm: Any) -> tuple[str, ...]:
+    """The language codes of ``wm`` (a faster-whisper WhisperModel) that its tokenizer has a
+    ``<|code|>`` token for. faster-whisper's ``supported_languages`` is the same 100 codes for
+    every multilingual model, but only large-v3 has ``<|yue|>``: on base a yue prompt carried
+    no language token (the tokenizer's id for it is None) and the decode wrote garbage, where
+    refusing yue with ``bad_language`` says what the model can do."""
+    if not wm.model.is_multilingual:
+        return tuple(wm.supported_languages)  # ("en",)
+    vocab = wm.hf_tokenizer
+    return tuple(c for c in wm.supported_languages if vocab.token_to_id(f"<|{c}|>") is not None)
+
+
 class Engine:
     """Load with :meth:`load` (blocking, done before the server says it is ready), then
     :meth:`start` the scheduler inside the event loop and ``await decode(...)``."""
@@ -304,10 +316,10 @@ class Engine:
 
     @property
     def languages(self) -> tuple[str, ...]:
-        """Language codes the loaded model accepts."""
+        """Language codes the loaded model accepts: those its vocabulary has a token for."""
         if self._wm is None:
             return ()
-        return tuple(self._wm.supported_languages)
+        return model_languages(self._wm)
 
     # -- loading -------------------------------------------------------------------------
     def load(self) -> None:
