@@ -605,3 +605,50 @@ def test_a_finalize_after_a_file_sent_flat_out_is_answered_by_its_last_words(liv
         (m["start"], m["channel"]["alternatives"][0]["transcript"]) for m in finals]
     text = " ".join(m["channel"]["alternatives"][0]["transcript"] for m in finals)
     assert "country" in text.lower() and wer(references()["jfk.wav"], text) <= 0.2, text
+
+
+def _with_comment(wav: bytes, comment: bytes) -> bytes:
+    """``wav`` with a LIST/INFO chunk holding ``comment`` before its data chunk (as tools
+    that tag files write it)."""
+    import struct
+    at = wav.index(b"data", 12)  # (this file's own header has no such letters before it)
+    text = comment + b"\x00" * (2 - len(comment) % 2)
+    info = b"INFO" + b"ICMT" + struct.pack("<I", len(text)) + text
+    body = wav[12:at] + b"LIST" + struct.pack("<I", len(info)) + info + wav[at:]
+    return b"RIFF" + struct.pack("<I", len(body) + 4) + b"WAVE" + body
+
+
+@pytest.mark.timeout(60)
+def test_a_streamed_wav_whose_comment_says_data_is_heard(live_server):
+    """The header is walked chunk by chunk: a search for b"data" found it in a LIST chunk's
+    comment ("xmetadata") and took the header's rest for audio, a byte out of step (no words,
+    no error)."""
+    data = _with_comment((SPEECH / "LJ001-0002.wav").read_bytes(), b"xmetadata")
+    with client(live_server).listen.v1.connect(model="nova-3") as conn:
+        for i in range(0, len(data), 8192):
+            conn.send_media(data[i : i + 8192])
+        conn.send_close_stream()
+        msgs = list(conn)
+    text = " ".join(m.channel.alternatives[0].transcript for m in msgs if m.type == "Results")
+    assert wer(references()["LJ001-0002.wav"], text) <= 0.25, text
+
+
+@pytest.mark.timeout(60)
+def test_configure_features_are_applied_or_refused(live_server):
+    """``Configure`` with ``features`` (the SDK's ``{"numerals": true}``): punctuation is turned
+    on or off from then on, a feature this server lacks is refused with ``ConfigureFailure``
+    and nothing of that message applies. It was answered ``ConfigureSuccess`` and ignored."""
+    with client(live_server).listen.v1.connect(model="nova-3", encoding="linear16",
+                                               sample_rate=16000) as conn:
+        conn.send_configure(ListenV1Configure(features={"diarize": True}, keyterms=["x"]))
+        no = conn.recv()
+        assert no.type == "ConfigureFailure" and "diarize" in no.description
+        conn.send_configure(ListenV1Configure(features={"numerals": True, "diarize": False}))
+        assert conn.recv().type == "ConfigureSuccess"
+        conn.send_configure(ListenV1Configure(features={"punctuate": True}))
+        assert conn.recv().type == "ConfigureSuccess"
+        conn.send_media(s16(load16k("LJ001-0002.wav")))
+        conn.send_close_stream()
+        words = [w for m in conn if m.type == "Results" and m.is_final
+                 for w in m.channel.alternatives[0].words]
+    assert words and any(w.punctuated_word != w.word for w in words), words

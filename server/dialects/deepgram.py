@@ -33,7 +33,8 @@ from ..vad import SpeechEnd, SpeechStart, VadSegmenter, webrtc_classifier
 from ..text import join_texts, whole_words
 from .common import (g711_to_float, speaker_token)
 from .deepgram_gaps import Gaps
-from .deepgram_params import DeepgramOptions, parse_options
+from .deepgram_params import (CONFIGURABLE, NEUTRAL_FEATURES, OFF_ONLY, DeepgramOptions,
+                              parse_options)
 
 if TYPE_CHECKING:
     from ..app import WhisperWire
@@ -162,6 +163,20 @@ def _guess_words(p: wire.Partial) -> list[wire.Word]:
             for i, t in enumerate(parts)]
 
 
+def _riff_chunks(data: bytes) -> dict[bytes, int]:
+    """Where each chunk of a WAV header starts, walked by the chunks' sizes up to ``data``
+    (whose size a stream leaves unknown). A search for b"data" found those letters inside a
+    LIST chunk's comment ("xmetadata") and read the header's rest as audio: no words, no error."""
+    at, out = 12, {}
+    while at + 8 <= len(data):
+        tag, size = data[at : at + 4], struct.unpack("<I", data[at + 4 : at + 8])[0]
+        out.setdefault(tag, at)
+        if tag == b"data":
+            break
+        at += 8 + size + (size & 1)  # (a chunk of odd size is padded to an even one)
+    return out
+
+
 @dataclasses.dataclass(frozen=True)
 class _Flushed:
     """A final produced for a ``Finalize``: Deepgram marks it ``from_finalize``."""
@@ -233,9 +248,9 @@ class DeepgramConnection(ListenConnection):
         streamed here, and are refused rather than heard as noise."""
         self.opts = dataclasses.replace(self.opts, container_ok=False)
         if data[:4] == b"RIFF" and data[8:12] == b"WAVE":
-            fmt = data.find(b"fmt ")
-            pcm = data.find(b"data")
-            if fmt < 0 or pcm < 0 or len(data) < fmt + 24:
+            chunks = _riff_chunks(data)
+            fmt, pcm = chunks.get(b"fmt "), chunks.get(b"data")
+            if fmt is None or pcm is None or len(data) < fmt + 24:
                 raise ClientError("bad_audio", "the WAV header must arrive in one frame")
             tag, channels, rate = struct.unpack("<HHI", data[fmt + 8 : fmt + 16])
             bits = struct.unpack("<H", data[fmt + 22 : fmt + 24])[0]
@@ -276,22 +291,41 @@ class DeepgramConnection(ListenConnection):
         return False
 
     def _configure(self, msg: dict[str, Any]) -> None:
-        """``Configure``: new keyterms become Whisper's prompt from the next decode on."""
-        terms = msg.get("keyterms")
+        """``Configure``: new keyterms become Whisper's prompt from the next decode on, and
+        ``features`` turn punctuation on or off; a feature this server lacks is refused with
+        ``ConfigureFailure`` (it was answered ``ConfigureSuccess`` and ignored)."""
+        terms, features = msg.get("keyterms"), msg.get("features")
         if terms is not None:
             if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms):
                 raise ClientError("SchemaError", "keyterms must be a list of strings")
             prompt = ", ".join(t.strip() for t in terms if t.strip())
             if len(prompt) > 1000:
-                self.send(_Raw({"type": "ConfigureFailure", "request_id": self.sid,
-                                "code": "CONFIGURE_KEYTERM_LIMIT_EXCEEDED",
-                                "description": "keyterms are limited to 1000 characters"}))
-                return
+                return self._configure_failed("CONFIGURE_KEYTERM_LIMIT_EXCEEDED",
+                                              "keyterms are limited to 1000 characters")
+        if features is not None:
+            if not isinstance(features, dict) or not all(
+                    isinstance(k, str) and isinstance(v, bool) for k, v in features.items()):
+                raise ClientError("SchemaError", "features must map feature names to booleans")
+            lacking = sorted(k for k, v in features.items() if k not in CONFIGURABLE and (
+                v or k not in OFF_ONLY))
+            if lacking:
+                return self._configure_failed(
+                    "CONFIGURE_FEATURE_NOT_SUPPORTED", f"features not supported here: "
+                    f"{', '.join(lacking)[:200]} (punctuate and smart_format can be changed; "
+                    f"{', '.join(sorted(NEUTRAL_FEATURES))} are accepted and change nothing)")
+            on = [features[k] for k in ("punctuate", "smart_format") if k in features]
+            if on:
+                self.opts = dataclasses.replace(self.opts, punctuate=any(on))
+        if terms is not None:
             self.session.user_prompt = prompt + "." if prompt else ""
         body: dict[str, Any] = {"type": "ConfigureSuccess", "request_id": self.sid}
         if terms is not None:
             body["keyterms"] = terms
         self.send(_Raw(body))
+
+    def _configure_failed(self, code: str, why: str) -> None:
+        self.send(_Raw({"type": "ConfigureFailure", "request_id": self.sid, "code": code,
+                        "description": why}))
 
     def on_vad(self, marks: list[Any]) -> None:
         for m in marks:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from .. import wire
 from ..errors import ClientError
 
-__all__ = ["DeepgramOptions", "parse_options"]
+__all__ = ["CONFIGURABLE", "NEUTRAL_FEATURES", "OFF_ONLY", "DeepgramOptions", "parse_options"]
 
 ENCODINGS = ("linear16", "mulaw", "alaw")
 MIN_ENDPOINTING_MS = 300  # below this the VAD would split words apart (webrtcvad, 30 ms frames)
@@ -28,8 +28,12 @@ _HONOURED = {"encoding", "sample_rate", "channels", "language", "interim_results
              "utterance_end_ms", "vad_events", "punctuate", "smart_format", "keyterm",
              "keywords", "utterances", "paragraphs", "utt_split", "token"}
 # features WhisperWire lacks: accepted only when they ask for nothing
-_OFF_ONLY = {"diarize", "multichannel", "profanity_filter", "detect_entities", "sentiment",
+OFF_ONLY = {"diarize", "multichannel", "profanity_filter", "detect_entities", "sentiment",
              "summarize", "topics", "intents", "detect_language", "detect_topics"}
+# ``Configure``'s ``features``: those it accepts as the query does, changing nothing, and all it
+# takes (a feature of OFF_ONLY it takes turned off)
+NEUTRAL_FEATURES = {"numerals", "filler_words", "dictation", "measurements"}
+CONFIGURABLE = {"punctuate", "smart_format"} | NEUTRAL_FEATURES
 _REFUSED = {"redact", "search", "replace", "callback", "callback_method", "diarize_model",
             "custom_topic", "custom_topic_mode", "custom_intent", "custom_intent_mode",
             "language_hint"}
@@ -81,7 +85,7 @@ def _check_names(q: Mapping[str, str], keys: list[str]) -> None:
     for key in keys:
         if key in _NEUTRAL or key in _HONOURED:
             continue
-        if key in _OFF_ONLY:
+        if key in OFF_ONLY:
             if _bool(q, key):
                 raise ClientError("unsupported_parameter", f"{key}=true is not supported by "
                                   "WhisperWire")
