@@ -56,7 +56,10 @@ class SpeechSpans:
 
     def clamp(self, words: list[Word]) -> list[Word]:
         """``words`` with an edge deep in a silence moved to where the speech beside it is:
-        a start to the next utterance's start, an end to the previous one's end; and none
+        a start to the next utterance's start, an end to the previous one's end, but a
+        sentence's last word that starts in a silence keeps to that side of it (flat out, "am."
+        said at 2.95 s was stretched over the pause to 4.12 s and moved after it, and
+        Deepgram's utterances split "than I" / "am. And you know"); and none
         longer than ``MAX_WORD_S``: the aligner stretches a word over speech Whisper never
         wrote (English in a stream decoded as Chinese: "现" at 9.81-22.83 s, a subtitle cue
         of 13 s). A sentence's last word keeps its start (a decode that stopped there), any
@@ -65,14 +68,18 @@ class SpeechSpans:
         out = []
         for w in words:
             start, end = w.start, w.end
+            ends_sentence = w.word.rstrip().rstrip(_CLOSING_QUOTES).endswith(_SENTENCE_ENDS)
             gap = self._silence_at(start)
             if gap is not None and gap[1] < end:
-                start = gap[1]
+                if ends_sentence:  # said before the silence: it stays on this side of it
+                    end = start + SLACK_S
+                else:
+                    start = gap[1]
             gap = self._silence_at(end)
             if gap is not None and gap[0] > start:
                 end = gap[0]
             if end - start > MAX_WORD_S:
-                if w.word.rstrip().rstrip(_CLOSING_QUOTES).endswith(_SENTENCE_ENDS):
+                if ends_sentence:
                     end = start + MAX_WORD_S
                 else:
                     start = end - MAX_WORD_S

@@ -67,3 +67,13 @@ def test_no_word_is_longer_than_two_seconds():
     assert (w[0].start, w[0].end) == (3.3, 3.3 + MAX_WORD_S)
     ok = [Word(" so", 1.0, 2.9, 0.9)]
     assert spans.clamp(ok) == ok
+
+
+def test_a_sentences_last_word_stretched_over_a_pause_stays_before_it():
+    """en-07's first clips flat out: "am." said at 2.95-3.1 s, aligned 3.14-4.12 over the pause
+    2.91-4.02; moved to the next utterance it split "than I" / "am. And you know" in
+    Deepgram's utterances. A word that goes on the next sentence moves after the pause."""
+    s = spans((0.0, 2.91), (4.02, None))
+    got = s.clamp([w("I", 2.66, 3.14), w("am.", 3.14, 4.12), w("And", 4.36, 4.68)])
+    assert times(got) == [(2.66, 2.91), (3.14, 3.24), (4.36, 4.68)]
+    assert times(s.clamp([w("ask", 3.14, 4.12)])) == [(4.02, 4.12)]
