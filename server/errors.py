@@ -44,6 +44,7 @@ _CLOSE_CODES = {
     "bad_encoding": 1003,
     "bad_task": 1003,
     "bad_language": 1003,
+    "bad_zh_script": 1003,
     "bad_session": 1008,
     "bad_prompt": 1008,
     "session_taken": 1008,
