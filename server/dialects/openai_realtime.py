@@ -342,7 +342,12 @@ class RealtimeConnection(ListenConnection):
                 threshold, (int, float)) or not 0.0 <= threshold <= 1.0):
             raise ClientError("invalid_turn_detection", "threshold must be 0..1")
         self.turns = {**(self.turns or {}), **td}
-        self.conversation.vad = True
+        # the VAD's marks not yet taken first (a manual commit's end waits for the next
+        # append): the manual buffer's turn is started here only if speech is under way
+        self.on_vad(self.vad.take())
+        # the uncommitted buffer of manual turns is part of the next VAD turn, as OpenAI's
+        # (setting ``vad`` alone left its final words with no turn: they were lost)
+        self._send_turns(self.conversation.to_vad(self.session.audio_seconds))
 
     def _hangover(self, ms: int) -> None:
         """The VAD ends utterances after ``ms`` of silence: set before any audio (stream

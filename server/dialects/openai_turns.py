@@ -68,6 +68,13 @@ class Turns:
         self.cut = 0.0  # where the uncommitted buffer starts (the last commit or clear), s
         self.loose: list[wire.Word] = []  # manual turns: final words not yet committed
         self.dropped: list[tuple[float, float]] = []  # stretches a clear discarded, s
+        # the VAD's state, followed in manual mode too: a switch to server_vad, or speech a
+        # commit cut, needs to know whether an utterance is under way (start) or ended (stop)
+        self.speaking_since: float | None = None
+        self.stopped_at: float | None = None
+        # the manual buffer made a turn by a switch to server_vad while the VAD was quiet: the
+        # next VAD start opens it instead of a new one (its words are in it already)
+        self._waiting: Item | None = None
         self._out: list[Event] = []
 
     def _emit(self, kind: str, **body: Any) -> None:
@@ -79,20 +86,38 @@ class Turns:
 
     # -- the client's and the VAD's marks ----------------------------------------------------
     def speech_started(self, t: float) -> list[Event]:
-        if self.vad:
+        self.speaking_since = t
+        if not self.vad:
+            return self._events()
+        running = self._running()
+        if running is not None:  # (its VAD end was never heard: it ended before this start)
+            running.end = t
+        item = self._waiting if self._waiting is not None and self.open() is self._waiting \
+            else None
+        self._waiting = None
+        if item is None:
             item = Item(new_id("item_"), start=t)
             self.items.append(item)
-            self._emit("input_audio_buffer.speech_started", item_id=item.id,
-                       audio_start_ms=int(t * 1000))
+        self._emit("input_audio_buffer.speech_started", item_id=item.id,
+                   audio_start_ms=int(t * 1000))
         return self._events()
 
     def speech_stopped(self, t: float) -> list[Event]:
+        self.speaking_since, self.stopped_at = None, t
         item = self.open()
-        if self.vad and item is not None:  # (a turn committed or cleared has no VAD end)
+        if not self.vad:
+            return self._events()
+        # (an end at or before the open turn's start is an earlier utterance's: a manual
+        # commit's, heard after a switch to server_vad made the buffer a turn)
+        if item is not None and t > (item.start or 0.0):
             item.end = self.cut = t
             self._emit("input_audio_buffer.speech_stopped", item_id=item.id,
                        audio_end_ms=int(t * 1000))
             self._committed(item)
+        elif item is None and (running := self._running()) is not None:
+            # the VAD's end of speech a commit or clear cut: that turn, committed at its
+            # first word, ends here (no event: OpenAI's stopped would follow its committed)
+            running.end = self.cut = t
         return self._events()
 
     def commit(self, now: float) -> list[Event]:
@@ -100,6 +125,12 @@ class Turns:
         here (the session is to finalize; its end completes the turn). Manual: a new turn of
         the audio since the last commit or clear, with the final words heard in it."""
         if self.vad:
+            running = self._running()
+            if running is not None:
+                # speech a commit or clear cut, committed at its first word: this commit ends
+                # it (its committed went out then; a second item would split one turn)
+                running.end = self.cut = now
+                return self._events()
             item = self.open()
             if item is None:  # (the VAD heard no speech since the last turn)
                 item = Item(new_id("item_"), start=self.cut)
@@ -124,6 +155,9 @@ class Turns:
         item = self.open()
         if item is not None:
             self.items.remove(item)
+        running = self._running()
+        if running is not None:  # (committed already: it keeps the words it has)
+            running.end = now
         self.cut = now
         self._emit("input_audio_buffer.cleared")
         return self._events()
@@ -137,8 +171,33 @@ class Turns:
         if item is not None:
             item.end = self.cut = now
             self._committed(item)
+        elif (item := self._running()) is not None:  # (committed at its first word)
+            item.end = self.cut = now
         self.vad = False
+        self._waiting = None
         return self._events(), item is not None
+
+    def to_vad(self, now: float) -> list[Event]:
+        """``turn_detection: server_vad`` after manual turns. OpenAI's uncommitted buffer is
+        part of the next VAD turn: the audio since the last commit or clear (its final words,
+        waiting in ``loose``, and those still decoding) opens a turn here, which the VAD's
+        end commits; it was never handed to a turn, and every word of it was lost. Speech
+        under way is that turn's (started here); else the next VAD start opens it."""
+        if self.vad:
+            return self._events()
+        self.vad = True
+        if now <= self.cut and not self.loose:
+            return self._events()  # (no buffer: the next VAD start opens a turn as ever)
+        item = Item(new_id("item_"), start=self.cut)
+        self.items.append(item)
+        self._deliver(item, self.loose)  # (held: no delta before its committed)
+        self.loose = []
+        if self.speaking_since is None:
+            self._waiting = item
+        else:
+            self._emit("input_audio_buffer.speech_started", item_id=item.id,
+                       audio_start_ms=int(max(self.cut, self.speaking_since) * 1000))
+        return self._events()
 
     # -- the session's output ----------------------------------------------------------------
     def final(self, words: list[wire.Word], eou: bool) -> list[Event]:
@@ -151,13 +210,10 @@ class Turns:
         run: list[wire.Word] = []
         for w in words:
             if self.vad and self._resumed(w):
-                # speech a client's commit or clear cut, going on: the VAD, whose end has
-                # passed, opens and closes no turn for it, so it is a committed turn at once
                 if run:
                     self._deliver(self.items[0], run)
                 run = []
-                self.items.append(item := Item(new_id("item_"), start=w.start, end=w.end))
-                self._committed(item)
+                self._resume(w)
             while self._past_head(w):
                 self._deliver(self.items[0], run)
                 run = []
@@ -192,9 +248,30 @@ class Turns:
         last = self.items[-1] if self.items else None
         return last if last is not None and not last.committed else None
 
-    def _resumed(self, w: wire.Word) -> bool:
+    def _running(self) -> Item | None:
+        """server_vad: the turn of speech a commit or clear cut that is still going on
+        (committed at its first word, its end not known yet)."""
         last = self.items[-1] if self.items else None
-        return last is None or (last.committed and _mid(w) >= (last.end or 0.0))
+        return last if last is not None and last.committed and last.end is None else None
+
+    def _resumed(self, w: wire.Word) -> bool:
+        """``w`` lies past every turn: speech a commit or clear cut, going on. (A turn of
+        such speech still running takes it: it once ended at its first word, so each next
+        word opened a turn of its own.)"""
+        last = self.items[-1] if self.items else None
+        return last is None or (last.committed and last.end is not None
+                                and _mid(w) >= last.end)
+
+    def _resume(self, w: wire.Word) -> None:
+        """Speech a client's commit or clear cut, going on from ``w``: the VAD opens no turn
+        for it (its start has passed), so it is a committed turn at once, which runs until
+        the VAD's end (``speech_stopped``; here if that end was already heard), the next
+        VAD start, or the client's next commit, clear or switch to manual turns."""
+        ended = self.speaking_since is None and self.stopped_at is not None \
+            and self.stopped_at > w.start
+        item = Item(new_id("item_"), start=w.start, end=self.stopped_at if ended else None)
+        self.items.append(item)
+        self._committed(item)
 
     def _past_head(self, w: wire.Word) -> bool:
         """``w`` was spoken after the head turn, which is committed (else it is still
@@ -228,6 +305,8 @@ class Turns:
             return
         if reached is not None and reached < (self.items[0].start or 0.0):
             return
+        if reached is not None and self.items[0].end is None:
+            return  # (the VAD has not ended the speech this turn runs in: a finalize's eou)
         item = self.items.popleft()
         seconds = round((item.end or 0.0) - (item.start or 0.0), 3) if item.end else 0.0
         self._emit("conversation.item.input_audio_transcription.completed", item_id=item.id,
