@@ -3,16 +3,17 @@
 Cues follow broadcast habits: at most ``max_lines`` lines of at most ``max_chars`` display
 columns (a CJK character takes two), at most ``max_seconds`` long, broken between units (Latin
 words, single CJK characters), preferably after punctuation, after sentence ends and at
-utterance ends. Text is joined by :mod:`.text`'s rules, so Chinese gets no spaces. Pure
-functions of the finals.
+utterance ends, and on screen at least ``min_seconds`` where the timing allows. Text is joined
+by :mod:`.text`'s rules, so Chinese gets no spaces. Pure functions of the finals.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
 
 from .text import (closes, display_width, finals_text, glue_piece, is_piece, join_units,
                    split_units, whole_words, wrap_units)
@@ -28,6 +29,9 @@ class CueOptions:
     max_chars: int = 42  # display columns
     max_lines: int = 2
     max_seconds: float = 7.0
+    # long enough to read a short cue (Netflix's guide: 5/6 s, 20 frames at 24 fps; the BBC's
+    # is alike): "他稱" alone was a cue of 0.48 s, gone before it could be read
+    min_seconds: float = 5 / 6
 
 
 @dataclass(frozen=True)
@@ -74,9 +78,71 @@ def _break_at(ws: list[Word], nxt: Word) -> int:
     return can[-1] if can else len(ws)
 
 
-def cues(finals: Iterable[Final], opt: CueOptions | None = None) -> list[Cue]:
+def _latest_end(groups: list[list[Word]], i: int, audio_end: float | None) -> float:
+    """The latest cue ``i`` may end: the next cue's start (cues never overlap), and the
+    audio's end where it is known."""
+    limit = groups[i + 1][0].start if i + 1 < len(groups) else math.inf
+    return min(limit, math.inf if audio_end is None else audio_end)
+
+
+def _too_short(groups: list[list[Word]], i: int, opt: CueOptions, audio_end: float | None) -> bool:
+    """Cue ``i`` is shown less than ``min_seconds``, even extended into the gap after it."""
+    ws = groups[i]
+    room = max(ws[-1].end, _latest_end(groups, i, audio_end)) - ws[0].start
+    return room < opt.min_seconds - 1e-9
+
+
+def _merge_partner(groups: list[list[Word]], i: int, fits: Callable[[list[Word]], bool]) -> int | None:
+    """The neighbour a short cue ``i`` joins: of those it still fits a cue with (lines, width,
+    length), the nearer in time, the next on a tie (what follows is usually the rest of the
+    sentence: "他稱" | "他製作了..."); None if neither fits."""
+    ws = groups[i]
+    gaps = {}
+    if i + 1 < len(groups) and fits(ws + groups[i + 1]):
+        gaps[i + 1] = groups[i + 1][0].start - ws[-1].end
+    if i > 0 and fits(groups[i - 1] + ws):
+        gaps[i - 1] = ws[0].start - groups[i - 1][-1].end
+    return min(gaps, key=lambda j: (gaps[j], -j)) if gaps else None
+
+
+def _merge_short(groups: list[list[Word]], opt: CueOptions, fits: Callable[[list[Word]], bool],
+                 audio_end: float | None) -> list[list[Word]]:
+    """Each cue too short to read, with no room after it to stay longer, joined to a neighbour
+    it fits a cue with; the words keep their order."""
+    groups = [list(g) for g in groups]
+    i = 0
+    while i < len(groups):
+        j = _merge_partner(groups, i, fits) if _too_short(groups, i, opt, audio_end) else None
+        if j is None:
+            i += 1
+            continue
+        lo = min(i, j)
+        groups[lo:lo + 2] = [groups[lo] + groups[lo + 1]]
+        i = max(0, lo - 1)  # (the joined cue, and a short one before it, may need another look)
+    return groups
+
+
+def _timed(groups: list[list[Word]], opt: CueOptions, lines: Callable[[list[Word]], list[str]],
+           audio_end: float | None) -> list[Cue]:
+    """The cues, each a short one extended into the gap after it up to ``min_seconds``."""
+    out = []
+    for i, ws in enumerate(groups):
+        start = ws[0].start
+        latest = _latest_end(groups, i, audio_end)
+        # (a zero-length cue, where nothing leaves room, still shows a moment: the overlap
+        # rule in cues() takes it back to the next cue's start)
+        shown = max(min(start + opt.min_seconds, latest),
+                    min(start + 0.2, math.inf if audio_end is None else audio_end))
+        out.append(Cue(start, max(ws[-1].end, shown), tuple(lines(ws))))
+    return out
+
+
+def cues(finals: Iterable[Final], opt: CueOptions | None = None, *,
+         audio_end: float | None = None) -> list[Cue]:
+    """``audio_end``: where the audio ends (the channel's clock), when known: no cue is
+    extended past it."""
     opt = opt or CueOptions()
-    out: list[Cue] = []
+    groups: list[list[Word]] = []
     cur: list[Word] = []
 
     def lines(ws: list[Word]) -> list[str]:
@@ -91,8 +157,7 @@ def cues(finals: Iterable[Final], opt: CueOptions | None = None) -> list[Cue]:
     def emit(n: int | None = None) -> None:
         n = len(cur) if n is None else n
         if n:
-            ws = cur[:n]
-            out.append(Cue(ws[0].start, max(ws[-1].end, ws[0].start + 0.2), tuple(lines(ws))))
+            groups.append(cur[:n])
             del cur[:n]
 
     done = False  # the cue is complete: it ends before the next unit that is no closing mark
@@ -118,6 +183,7 @@ def cues(finals: Iterable[Final], opt: CueOptions | None = None) -> list[Cue]:
                 join_units(x.word for x in cur)) >= opt.max_chars
         done = done or f.eou and bool(cur)
     emit()
+    out = _timed(_merge_short(groups, opt, fits, audio_end), opt, lines, audio_end)
     # cues never overlap
     for i in range(1, len(out)):
         if out[i].start < out[i - 1].end:
@@ -134,18 +200,20 @@ def _ts(t: float, sep: str) -> str:
     return f"{h:02d}:{m:02d}:{s:02d}{sep}{ms:03d}"
 
 
-def to_srt(finals: Iterable[Final], opt: CueOptions | None = None) -> str:
+def to_srt(finals: Iterable[Final], opt: CueOptions | None = None, *,
+           audio_end: float | None = None) -> str:
     blocks = [
         f"{i}\n{_ts(c.start, ',')} --> {_ts(c.end, ',')}\n" + "\n".join(c.lines) + "\n"
-        for i, c in enumerate(cues(finals, opt), 1)
+        for i, c in enumerate(cues(finals, opt, audio_end=audio_end), 1)
     ]
     return "\n".join(blocks)
 
 
-def to_vtt(finals: Iterable[Final], opt: CueOptions | None = None) -> str:
+def to_vtt(finals: Iterable[Final], opt: CueOptions | None = None, *,
+           audio_end: float | None = None) -> str:
     blocks = [
         f"{_ts(c.start, '.')} --> {_ts(c.end, '.')}\n" + "\n".join(c.lines) + "\n"
-        for c in cues(finals, opt)
+        for c in cues(finals, opt, audio_end=audio_end)
     ]
     return "WEBVTT\n\n" + "\n".join(blocks)
 

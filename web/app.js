@@ -2,7 +2,7 @@
 import * as wire from "./wire.js";
 import { backoff, follow, Segments } from "./connection.js";
 import { explainClosed, explainError, explainMic } from "./explain.js";
-import { glued, needsSpace } from "./text.js";
+import { captionLang, detectedLang, glued, needsSpace } from "./text.js";
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -41,6 +41,10 @@ const state = {
   finalTo: null,  // where the channel is final to, on its clock, as far as this page knows
   mustSay: false,  // `said` goes even at 0 (a new stream on a channel that goes on)
   said: 0,  // seconds at the start of the held audio that were made final already
+  // the captions' language (a BCP 47 tag, null while unknown): what Start asked for, what the
+  // server detected, or what a viewer link says
+  lang: viewSession ? captionLang(params.get("lang")) : null,
+  modelLanguages: [],  // what the loaded model speaks (one: "model default" is that one)
 };
 const BYTES_PER_S = 16000 * 2;
 // a restarted server hears the audio after the last final with this much before it, as context
@@ -53,19 +57,39 @@ const context = () => ({ session: viewSession || state.session, viewer: Boolean(
                          token: Boolean(token),
                          language: $("language").selectedOptions[0]?.textContent });
 
+// Caption text carries its language, the page's own words stay "en": Chinese in an element
+// marked English (or Japanese) is drawn with whatever CJK font the locale picks, Japanese
+// glyph shapes and punctuation placed as in Japanese. Finals go into runs (spans) of one
+// language each, so text shown before a change of language keeps its own.
+function setCaptionLang(lang) {
+  state.lang = lang;
+  if (lang) $("partial").lang = lang; else $("partial").removeAttribute("lang");
+}
+
+/** The finals' last run when it is in the captions' language, else a new one. */
+function finalsRun() {
+  const f = $("finals");
+  const last = f.lastChild;
+  if (last && last.nodeName === "SPAN" && last.getAttribute("lang") === state.lang) return last;
+  const run = document.createElement("span");
+  if (state.lang) run.lang = state.lang;
+  f.append(run);
+  return run;
+}
+
 // Finals are appended, never rewritten: the finals region is the page's live region, and
 // screen readers announce what is added to it. The partial stays outside it.
 function appendFinal(m) {
   const f = $("finals");
   const sep = f.textContent && !f.textContent.endsWith("\n") && !glued(m)
     && needsSpace(f.textContent, m.text) ? " " : "";
-  f.append(document.createTextNode(sep + m.text + (m.eou ? "\n" : "")));
+  finalsRun().append(document.createTextNode(sep + m.text + (m.eou ? "\n" : "")));
   $("partial").textContent = "";
 }
 
 function endLine() {
   const f = $("finals");
-  if (f.textContent && !f.textContent.endsWith("\n")) f.append(document.createTextNode("\n"));
+  if (f.textContent && !f.textContent.endsWith("\n")) finalsRun().append(document.createTextNode("\n"));
   $("partial").textContent = "";
 }
 
@@ -97,6 +121,7 @@ async function loadModelMenu() {
     model = (await r.json()).data[0];
   } catch { return; }  // an older server: "model default" still works
   const langs = model.languages || [];
+  state.modelLanguages = langs;
   const sel = $("language");
   if (langs.length > 1) sel.append(new Option("detect", "auto"));
   for (const code of langs) {
@@ -123,9 +148,11 @@ function showShare(session) {
   const t = state.viewToken;
   const view = new URL(location.href); view.search = ""; view.searchParams.set("view", session);
   if (t) view.searchParams.set("token", t);
-  $("share-link").href = view.toString();
   const overlay = new URL("overlay", location.href); overlay.searchParams.set("session", session);
   if (t) overlay.searchParams.set("token", t);
+  // (the viewers' captions in the language this page knows; a viewer's socket never says it)
+  for (const u of [view, overlay]) if (state.lang) u.searchParams.set("lang", state.lang);
+  $("share-link").href = view.toString();
   $("overlay-link").href = overlay.toString();
   for (const fmt of ["srt", "vtt", "txt"]) {
     const a = $(`dl-${fmt}`);
@@ -162,6 +189,9 @@ function onSpeakerMessage(m, ws, started) {
     say(`${m.model} on ${m.device}/${m.compute_type}`);
   } else if (m.type === "language") {
     say(`Language detected: ${languageName(m.language)}`);
+    // (a translation is English whatever was spoken)
+    if ($("task").value !== "translate") setCaptionLang(detectedLang(state.lang, m.language));
+    showShare(state.session);
   } else if (m.type === "error") {
     if (started) say(explainError(m, context()));  // before `ready` it is a refusal: see refused()
   } else if (m.type === "status") {
@@ -311,6 +341,7 @@ function connectSpeaker() {
   // what Start asked for, kept for every reconnect: a stream the server holds for the page
   // after a drop takes it back only with the same (and the menus are locked while live)
   const asked = { language: $("language").value, task: $("task").value };
+  setCaptionLang(askedLang(asked));
   state.link = follow({
     url: () => wire.wsUrl(wire.LISTEN_PATH, { sample_rate: 16000, encoding: "pcm_s16le",
       ...asked, session: state.session, token }),
@@ -338,6 +369,15 @@ function connectSpeaker() {
       releaseMic();
     },
   });
+}
+
+/** The captions' language from what Start asks for: English for a translation, the model's
+ * only language for "model default", null until the server detects it (auto, or default on
+ * a multilingual model). */
+function askedLang(asked) {
+  if (asked.task === "translate") return "en";
+  if (!asked.language && state.modelLanguages.length === 1) return captionLang(state.modelLanguages[0]);
+  return captionLang(asked.language);
 }
 
 /** The controls that choose a session's parameters, locked from Start until it ends. */
@@ -509,6 +549,8 @@ function watch(session) {
         say("");
       }
       if (m.type === "channel") state.segments.channel(m);
+      // (no server sends it to viewers yet; the link's lang stands till one does)
+      else if (m.type === "language") setCaptionLang(detectedLang(state.lang, m.language));
       else showCaption(m);
     },
     onRefused: (err, code, attempt) => {
@@ -541,6 +583,7 @@ function watch(session) {
 }
 
 if (viewSession) {
+  setCaptionLang(state.lang);  // (the viewer link's)
   watch(viewSession);
 } else {
   $("start").onclick = start;

@@ -1,8 +1,9 @@
 // OBS browser-source overlay: /overlay?session=ID&lines=2&fade=6&font=...&size=48&color=ffffff
 //   &outline=3&outline_color=000000&shadow=1&align=center&position=bottom&bg=transparent&partial=1
+//   &lang=zh-TW (the captions' language; the page's overlay link carries it)
 import * as wire from "./wire.js";
 import { backoff, follow, Segments } from "./connection.js";
-import { glued, joinText, wrap as wrapText } from "./text.js";
+import { captionLang, detectedLang, glued, joinText, wrap as wrapText } from "./text.js";
 
 const p = new URLSearchParams(location.search);
 // a number that is not one (or too small to show anything) falls back to the default
@@ -42,6 +43,12 @@ Object.assign(box.style, {
   paintOrder: "stroke fill",
   textShadow: opt.shadow ? `0 0 ${Math.max(2, opt.outline * 2)}px ${opt.outlineColor}` : "none",
 });
+// The captions carry their language: Chinese in a box marked as the page's "en" was drawn
+// with whatever CJK font the browser's locale picks (Japanese glyphs and punctuation).
+function setLang(lang) {
+  if (lang) box.lang = lang; else box.removeAttribute("lang");
+}
+setLang(captionLang(p.get("lang")));
 if (opt.position === "middle") { box.style.top = "50%"; box.style.transform = "translateY(-50%)"; }
 else box.style[opt.position === "top" ? "top" : "bottom"] = "2%";
 
@@ -122,6 +129,8 @@ function onMessage(m) {
     partial = m.text; if (m.text) lastActivity = Date.now(); render();
   } else if (m.type === "closed") {
     partial = ""; endLine(); render();  // the speaker ended; the socket stays open for the next one
+  } else if (m.type === "language") {
+    setLang(detectedLang(box.getAttribute("lang"), m.language));  // (detected: language=auto)
   }
 }
 

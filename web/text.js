@@ -118,3 +118,39 @@ export function wrap(text, width) {
   if (cur.length) lines.push(joinUnits(cur));
   return lines;
 }
+
+// Chinese subtags as server/wire.py's language_tag reads them
+const CHINESE = ["zh", "cmn", "zho", "chi"];
+const TRADITIONAL = ["tw", "hant", "cht"];
+const HONG_KONG = ["hk", "mo"];
+// the tag caption text in each Chinese script carries: with Han unification a browser draws
+// Chinese marked as another language (the page's "en", a Japanese locale's default) with
+// Japanese glyph shapes and punctuation placed as in Japanese ("，" "。" in the box's corner)
+const ZH_TAGS = { simplified: "zh-CN", traditional: "zh-TW", traditional_hk: "zh-HK", as_is: "zh" };
+
+/** The `lang` of caption text in `language` (Whisper's code, or a tag the server takes:
+ * "zh-TW", "zh-Hant-HK") written in the Chinese `script` asked for (server/wire.py's
+ * ZH_SCRIPTS; the server writes Chinese in simplified unless asked or the tag says otherwise,
+ * and "hans" asks for nothing);
+ * null when the language is not known ("", "auto"). */
+export function captionLang(language, script = null) {
+  const parts = String(language || "").replace(/_/g, "-").toLowerCase().split("-");
+  const base = parts[0];
+  if (!/^[a-z]{2,3}$/.test(base) || base === "auto") return null;
+  if (!CHINESE.includes(base)) return base;
+  const rest = parts.slice(1);
+  const tagged = rest.includes("hans") ? "simplified"
+    : rest.some((p) => HONG_KONG.includes(p)) ? "traditional_hk"
+    : rest.some((p) => TRADITIONAL.includes(p)) ? "traditional" : null;
+  // (a zh_script asked for wins over the tag's, as on the server)
+  return ZH_TAGS[script || tagged || "simplified"] || "zh";
+}
+
+/** The captions' `lang` once the server says the speech is in `language` (a `language`
+ * event, language=auto): `current` where that is the same language, as it knows the script
+ * ("zh-TW" stays, where "zh" alone would read as simplified). */
+export function detectedLang(current, language) {
+  const tag = captionLang(language);
+  if (!tag) return current;  // (a code this page cannot read tells it nothing)
+  return current && current.split("-")[0] === tag.split("-")[0] ? current : tag;
+}
