@@ -7,6 +7,12 @@ kept for ever), or their TLS handshake (60 s otherwise); and read frames a littl
 with ``message_too_large`` instead of the transport cutting them off with 1009. And one thing
 it does that the server declines: permessage-deflate (``ServerConfig.ws_deflate``). All of it
 is read from the app's :class:`~.app.ServerConfig`, so tests and ``serve`` behave the same.
+
+And a WebSocket upgrade the websockets library will not take (a request line or header over its
+line limit, too many headers, a request it cannot read) is answered and closed: uvicorn's
+sans-I/O protocol neither sent websockets' 414/431 nor closed, so the client waited for ever
+and the server kept the socket (:func:`answered_upgrades`). The line limit is raised to fit
+the longest query string the README allows (:data:`UPGRADE_LINE_BYTES`).
 """
 
 from __future__ import annotations
@@ -15,7 +21,19 @@ import asyncio
 import functools
 from typing import Any
 
-__all__ = ["graceful_server", "handshake_deadline"]
+__all__ = ["UPGRADE_LINE_BYTES", "answered_upgrades", "graceful_server", "handshake_deadline"]
+
+# The longest request line or header line a WebSocket upgrade may have. The README allows a
+# prompt (or Deepgram's keyterms) of 1000 characters: percent-encoded UTF-8 that is up to 12 KB
+# (9 KB in Chinese), and the token and other parameters come with it; websockets' default, 8 KiB,
+# refused a 1000-character Chinese prompt. Raising it costs no memory the server would not spend
+# anyway: uvicorn's HTTP parser has read the whole request before websockets parses it again.
+UPGRADE_LINE_BYTES = 16 * 1024
+
+# The answer to an upgrade that websockets could not read at all (it only ends the stream)
+_BAD_BODY = b"Failed to open a WebSocket connection: invalid HTTP request.\n"
+_BAD_UPGRADE = (b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Type: text/plain; "
+                b"charset=utf-8\r\nContent-Length: %d\r\n\r\n%s" % (len(_BAD_BODY), _BAD_BODY))
 
 
 def handshake_deadline(http: Any, timeout: float) -> Any:
@@ -58,8 +76,10 @@ def handshake_deadline(http: Any, timeout: float) -> Any:
                 self._arm()
 
         def handle_websocket_upgrade(self, *args: Any) -> None:
-            self._disarm()
             super().handle_websocket_upgrade(*args)
+            if _handshake_started(self.transport.get_protocol()):
+                self._disarm()
+            # else the deadline stays: an upgrade that nobody answered is let go at it
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
@@ -67,6 +87,67 @@ def handshake_deadline(http: Any, timeout: float) -> Any:
 
     HeaderDeadline.__name__ = f"HeaderDeadline{base.__name__}"
     return HeaderDeadline
+
+
+def _handshake_started(ws_protocol: Any) -> bool:
+    """Whether the WebSocket protocol took the upgrade on (it answers from now on). uvicorn's
+    sans-I/O protocol says so at once; others, which shake hands later, are taken at their
+    word, as before."""
+    return bool(getattr(ws_protocol, "handshake_initiated", True))
+
+
+def answered_upgrades(ws: Any) -> Any:
+    """uvicorn's WebSocket protocol (a class, or a name such as ``"websockets-sansio"``), made to
+    send the answer websockets wrote for an upgrade it refused, and close. uvicorn's sans-I/O
+    protocol only looks for a parsed request: when websockets refused one (414 for a long
+    request line, 431 for a long header or over 128 of them) or could not read it, its answer
+    stayed unsent and the socket open, for ever (the header deadline had ended at the upgrade).
+    Other protocols are returned unchanged."""
+    from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+    base = _ws_class(ws)
+    if not (isinstance(base, type) and issubclass(base, WebSocketsSansIOProtocol)):
+        return ws
+    _fit_upgrade_lines()
+
+    class AnsweredUpgrade(base):  # type: ignore[misc, valid-type]
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if not self.handshake_initiated and self.conn.handshake_exc is not None:
+                self._refuse()
+
+        def _refuse(self) -> None:
+            # websockets' own answer (414, 431), or a 400 where it only ended the stream
+            answer = b"".join(self.conn.data_to_send())
+            self.handshake_complete = self.close_sent = True  # (as uvicorn after a refusal)
+            self.transport.write(answer or _BAD_UPGRADE)
+            self.transport.close()
+
+    AnsweredUpgrade.__name__ = f"Answered{base.__name__}"
+    return AnsweredUpgrade
+
+
+def _ws_class(ws: Any) -> Any:
+    """The class uvicorn will use for ``ws``; None for "none" or one it cannot import (uvicorn
+    says why itself, as it loads its config)."""
+    from uvicorn.config import WS_PROTOCOLS
+    from uvicorn.importer import ImportFromStringError, import_from_string
+
+    if not isinstance(ws, str):
+        return ws
+    try:
+        return import_from_string(WS_PROTOCOLS.get(ws, ws) or "")
+    except (ImportError, ImportFromStringError):
+        return None
+
+
+def _fit_upgrade_lines() -> None:
+    """websockets' line limit raised to :data:`UPGRADE_LINE_BYTES`, never lowered (its
+    ``WEBSOCKETS_MAX_LINE_LENGTH`` may say more). It has no per-connection setting: this is the
+    module value that variable sets, read as each line is parsed."""
+    from websockets import http11
+
+    http11.MAX_LINE_LENGTH = max(http11.MAX_LINE_LENGTH, UPGRADE_LINE_BYTES)
 
 
 class RawSend:
@@ -119,6 +200,7 @@ def graceful_server(app: Any, **kw: Any) -> Any:
         kw.setdefault("ws_per_message_deflate", config.ws_deflate)
         if config.handshake_timeout_s > 0:
             kw["http"] = handshake_deadline(kw.get("http", "auto"), config.handshake_timeout_s)
+    kw["ws"] = answered_upgrades(kw.get("ws", "auto"))
 
     class GracefulServer(uvicorn.Server):
         async def startup(self, sockets=None):  # type: ignore[no-untyped-def]
