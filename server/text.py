@@ -225,16 +225,17 @@ def _clause_fits(units: Sequence[str], width: int) -> bool:
     return True
 
 
-def _cut(cur: Sequence[str], rest: Sequence[str], width: int) -> int:
+def _cut(cur: Sequence[str], rest: Sequence[str], width: int, prefer: bool = True) -> int:
     """How many of ``cur`` (a line that ``rest[0]`` would overflow) stay on it. After the best
     punctuation that leaves the line at least half full, or a third full where the clause
     after it then fits the next line whole; else as many as fit. Subtitle guides break lines
     after punctuation (Netflix's); where only punctuation in a line's last third counted,
-    Chinese lines broke mid-word ("先融入周 / 圍環境，") with a comma earlier in the line. Never before a
-    closing mark: the unit before it goes down with it."""
+    Chinese lines broke mid-word ("先融入周 / 圍環境，") with a comma earlier in the line. Never
+    before a closing mark: the unit before it goes down with it. ``prefer`` False: no
+    punctuation counts."""
     nxt = [*cur, *rest]
     can = [c for c in range(1, len(cur) + 1) if not closes(nxt[c])]
-    for rank in range(3):
+    for rank in range(3 if prefer else 0):
         for c in reversed(can):
             if _break_rank(cur[c - 1]) != rank:
                 continue
@@ -246,13 +247,26 @@ def _cut(cur: Sequence[str], rest: Sequence[str], width: int) -> int:
 
 def wrap_units(units: Sequence[str], width: int) -> list[str]:
     """Lines of at most ``width`` display columns (a unit wider than a line gets a line of its
-    own), broken where :func:`_cut` says, never before a closing mark (a subtitle line began
-    "，然后我们不像猎物。")."""
+    own), never one that starts with a closing mark (a subtitle line began
+    "，然后我们不像猎物。"), broken after punctuation where :func:`_cut` says unless that takes
+    more lines than filling each and leaves one under a third of the width: a comma break at
+    half a line had "Yeah, so the thing is, ..." take three lines, the last "it.", where
+    Chinese clauses of 9, 16 and 8 characters read better than two lines broken mid-word."""
+    filled = _wrapped(units, width, prefer=False)
+    broken = _wrapped(units, width, prefer=True)
+    if len(broken) <= len(filled) or 3 * min(map(display_width, broken)) >= width:
+        return broken
+    return filled
+
+
+def _wrapped(units: Sequence[str], width: int, prefer: bool) -> list[str]:
     lines: list[str] = []
     cur: list[str] = []
     for i, u in enumerate(units):
-        if cur and display_width(join_units(cur + [u])) > width:
-            cut = _cut(cur, units[i:], width)
+        # (again while it overflows: a cut after punctuation leaves words that, with the next
+        # unit, may still be over the width)
+        while cur and display_width(join_units(cur + [u])) > width:
+            cut = _cut(cur, units[i:], width, prefer)
             lines.append(join_units(cur[:cut]))
             cur = cur[cut:]
         cur.append(u)

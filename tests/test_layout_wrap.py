@@ -1,8 +1,9 @@
-"""Line breaks after punctuation (server/text.py's wrap_units, and web/text.js's wrap, which
-Chromium runs and which must give the same lines)."""
+"""Line breaks after punctuation in subtitles (server/text.py's wrap_units), and the page's
+live lines (web/text.js's wrap, which Chromium runs), which stay where they were."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -53,11 +54,44 @@ def page():
         yield p
 
 
-def test_the_page_breaks_lines_where_the_subtitles_do(page):
-    texts = [*REPORTED, "他说：“我们走吧。”好，再见！现场活动包括打猎，钓鱼，摄影。"]
-    for text in texts:
-        for width in range(10, 44, 4):
-            got = page.evaluate(f"async (a) => (await import('{ORIGIN}/text.js')).wrap(a[0], a[1])",
-                                [text, width])
-            assert got == wrap_units(split_units(text), width), (text, width)
-            assert all(display_width(x) <= width for x in got if len(split_units(x)) > 1)
+def test_a_break_after_punctuation_never_takes_another_line_nor_overflows():
+    """A comma break at half a line made a two-line sentence take three, the last a word (a
+    two-line cue lost its first clause); a line more is taken only for lines of a third of the
+    width or more. And the words left after a cut, with the next one, could overflow ("that
+    of do telecommunications" at 24 columns)."""
+    two = "Yeah, so the thing is, we never actually got the chance to finish it."
+    assert wrap_units(split_units(two), 42) == [
+        "Yeah, so the thing is, we never actually", "got the chance to finish it."]
+    rng = random.Random(7)
+    vocab = ["a", "the", "of", "do", "that", "resting", "extraordinary", "telecommunications",
+             "we", "think", "tomorrow.", "so,", "well,", "yes;", "now:", "it", "go", "store"]
+    for _ in range(3000):
+        text = " ".join(rng.choice(vocab) for _ in range(rng.randint(3, 30)))
+        width = rng.choice([16, 20, 24, 30, 42])
+        lines = wrap_units(split_units(text), width)
+        filled = _filled(split_units(text), width)
+        assert len(lines) <= len(filled) or 3 * min(map(display_width, lines)) >= width, (
+            text, width, lines)
+        assert all(display_width(x) <= width for x in lines if len(split_units(x)) > 1), (
+            text, width, lines)
+        assert " ".join(lines) == text
+
+
+def _filled(units: list[str], width: int) -> list[str]:
+    lines: list[list[str]] = []
+    for u in units:
+        if lines and display_width(" ".join(lines[-1] + [u])) <= width:
+            lines[-1].append(u)
+        else:
+            lines.append([u])
+    return [" ".join(x) for x in lines]
+
+
+def test_the_pages_live_lines_keep_what_they_show(page):
+    """The overlay wraps its open line again with each partial: a preferred break after
+    "Americans," moved words already shown down a line, and back as the partial changed."""
+    shown = "And so my fellow Americans, ask not what"
+    for partial in ("", " your", " your country"):
+        got = page.evaluate(f"async (a) => (await import('{ORIGIN}/text.js')).wrap(a[0], a[1])",
+                            [shown + partial, 42])
+        assert got[0] == shown, got

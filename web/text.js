@@ -65,58 +65,23 @@ export const closes = (unit) => {
 
 const joinUnits = (us) => us.reduce((a, b) => joinText(a, b), "");
 
-// sentence and clause ends where a line may break, best first (server/text.py's _BREAKS)
-const BREAKS = ["。！？!?…", "；;：:", "，,、"];
-
-const breakRank = (unit) => {
-  const last = [...unit.trimEnd()].pop();
-  const rank = last ? BREAKS.findIndex((chars) => chars.includes(last)) : -1;
-  return rank < 0 ? 3 : rank;
-};
-
-/** Whether the clause that starts `us` fits on one line (server/text.py's _clause_fits). */
-function clauseFits(us, width) {
-  for (let n = 1; n <= us.length; n++) {
-    if (displayWidth(joinUnits(us.slice(0, n))) > width) return false;
-    if (breakRank(us[n - 1]) < 3) return true;
-  }
-  return true;
-}
-
-/** How many of `cur` (a line that `rest[0]` would overflow) stay on it: after the best
- * punctuation that leaves the line half full, or a third full where the clause after it then
- * fits the next line; else as many as fit; never before a closing mark (server/text.py's _cut:
- * the page broke "先融入周 / 圍環境，" where a break after an earlier "，" was better). */
-function cut(cur, rest, width) {
-  const nxt = cur.concat(rest);
-  const can = [];
-  for (let c = 1; c <= cur.length; c++) if (!closes(nxt[c])) can.push(c);
-  for (let rank = 0; rank < 3; rank++) {
-    for (const c of [...can].reverse()) {
-      if (breakRank(cur[c - 1]) !== rank) continue;
-      const full = displayWidth(joinUnits(cur.slice(0, c)));
-      if (2 * full >= width || (3 * full >= width && clauseFits(nxt.slice(c), width))) return c;
-    }
-  }
-  return can.length ? can[can.length - 1] : cur.length;
-}
-
-/** Lines of at most `width` columns (a unit wider than a line gets a line of its own), broken
- * where `cut` says: server/text.py's wrap_units, line for line. */
+/** Lines of at most `width` columns (a unit wider than a line gets a line of its own), never
+ * one that starts with a closing mark: the unit before it goes down with it. Greedy, unlike
+ * the subtitles' wrap (server/text.py), which prefers a break after punctuation: live lines are
+ * wrapped again as each final and partial comes, and a preferred break there moved words
+ * already shown down a line and back as the partial changed. */
 export function wrap(text, width) {
-  const us = units(text);
   const lines = [];
-  let cur = [];
-  us.forEach((u, i) => {
-    if (cur.length && displayWidth(joinUnits([...cur, u])) > width) {
-      const n = cut(cur, us.slice(i), width);
-      lines.push(joinUnits(cur.slice(0, n)));
-      cur = cur.slice(n);
-    }
-    cur.push(u);
-  });
-  if (cur.length) lines.push(joinUnits(cur));
-  return lines;
+  for (const u of units(text)) {
+    const last = lines.length ? lines[lines.length - 1] : null;
+    if (last !== null && displayWidth(joinUnits([...last, u])) <= width) last.push(u);
+    else if (last !== null && closes(u) && last.length > 1) {
+      const down = [u];  // (marks after marks, "。”": down to the character before them)
+      while (last.length > 1 && closes(down[0])) down.unshift(last.pop());
+      lines.push(down);
+    } else lines.push([u]);
+  }
+  return lines.map(joinUnits);
 }
 
 // Chinese subtags as server/wire.py's language_tag reads them
