@@ -602,7 +602,9 @@ class StreamSession:
             self._slide_window(u)
         elif kind == Kind.FORCED:
             self._end_utterance(u.buffer.commit_all())
-            u.force_at, u.force_short = None, False
+            # (a finalize that came while it was out forces more: its mark stays for the next)
+            if u.force_at is not None and u.force_at <= int(round(win_end * MODEL_RATE)):
+                u.force_at, u.force_short = None, False
             self._slide_window(u)
         elif kind == Kind.FULL:
             # a full window commits what it holds up to its last ``stall_keep_ms``; it moves

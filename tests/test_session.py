@@ -3152,3 +3152,40 @@ def test_a_finalize_is_answered_by_the_end_of_what_was_heard_before_it_not_an_ea
     assert ends[1][0].text.split()[-1] == "w9"
     assert " ".join(e.text for e, _ in answered if isinstance(e, Final)).split() == \
         [w[0] for w in truth]
+
+
+def test_a_finalize_while_the_last_ones_decode_is_out_forces_what_came_after_it():
+    """A second ``finalize`` while the first's forced decode was out: that decode's answer
+    cleared the second's forced end too, so both were answered by the first's final, and the
+    words said between them waited for the VAD (a review of this stop's commits)."""
+    audio, truth = make_stream(12)
+    s = StreamSession(StreamOptions(), energy_vad())
+    dec, got = ScriptedDecoder(truth), []
+
+    def drain() -> None:
+        got.extend((e, s.answers(e)) for e in s.events())
+
+    def feed(a: float, b: float, decode: bool = True) -> None:
+        for i in range(int(a * SR), int(b * SR), 1600):
+            s.feed_audio(audio[i : min(i + 1600, int(b * SR))])
+            drain()
+            while decode and (r := s.next_decode()) is not None:
+                s.decoded(r.id, dec(r))
+                drain()
+
+    feed(0, 3.0)
+    s.finalize()
+    drain()
+    req = s.next_decode()  # (the first finalize's forced decode, out ...)
+    feed(3.0, 4.6, decode=False)
+    s.finalize()  # (... while more speech and a second finalize come)
+    s.decoded(req.id, dec(req))
+    drain()
+    while (r := s.next_decode()) is not None:
+        s.decoded(r.id, dec(r))
+        drain()
+    answers = [(e, n) for e, n in got if n]
+    assert [n for _, n in answers] == [1, 1], answers
+    said = " ".join(e.text for e, _ in got[: got.index(answers[1]) + 1] if isinstance(e, Final))
+    # every word said before the second finalize (w6 ends at 4.4 s; w7, cut at 4.6 s, garbled)
+    assert said.split()[:7] == [w[0] for w in truth[:7]], said
