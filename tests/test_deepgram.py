@@ -651,4 +651,14 @@ def test_configure_features_are_applied_or_refused(live_server):
         conn.send_close_stream()
         words = [w for m in conn if m.type == "Results" and m.is_final
                  for w in m.channel.alternatives[0].words]
-    assert words and any(w.punctuated_word != w.word for w in words), words
+    assert words and any(w.punctuated_word not in (None, w.word) for w in words), words
+    # (one feature off leaves the others: smart_format off keeps punctuate=true's marks)
+    with client(live_server).listen.v1.connect(model="nova-3", encoding="linear16",
+                                               sample_rate=16000, punctuate=True) as conn:
+        conn.send_configure(ListenV1Configure(features={"smart_format": False}))
+        assert conn.recv().type == "ConfigureSuccess"
+        conn.send_media(s16(load16k("LJ001-0002.wav")))
+        conn.send_close_stream()
+        words = [w for m in conn if m.type == "Results" and m.is_final
+                 for w in m.channel.alternatives[0].words]
+    assert words and any(w.punctuated_word not in (None, w.word) for w in words), words

@@ -313,9 +313,10 @@ class DeepgramConnection(ListenConnection):
                     "CONFIGURE_FEATURE_NOT_SUPPORTED", f"features not supported here: "
                     f"{', '.join(lacking)[:200]} (punctuate and smart_format can be changed; "
                     f"{', '.join(sorted(NEUTRAL_FEATURES))} are accepted and change nothing)")
-            on = [features[k] for k in ("punctuate", "smart_format") if k in features]
-            if on:
-                self.opts = dataclasses.replace(self.opts, punctuate=any(on))
+            asked = {k for k in ("punctuate", "smart_format") if features.get(k)}
+            kept = {k for k in self.opts.punctuating if k not in features}
+            self.opts = dataclasses.replace(self.opts, punctuating=frozenset(asked | kept),
+                                            punctuate=bool(asked | kept))
         if terms is not None:
             self.session.user_prompt = prompt + "." if prompt else ""
         body: dict[str, Any] = {"type": "ConfigureSuccess", "request_id": self.sid}

@@ -52,7 +52,10 @@ class DeepgramOptions:
     endpointing_ms: int | None = None
     utterance_end_ms: int | None = None
     vad_events: bool = False
-    punctuate: bool = False
+    punctuate: bool = False  # any of ``punctuating``
+    # the features asked for that punctuate (punctuate, smart_format, paragraphs): Configure
+    # turns one off without the others ("smart_format": false left punctuate=true's marks off)
+    punctuating: frozenset[str] = frozenset()
     utterances: bool = False
     paragraphs: bool = False
     utt_split: float = 0.8  # seconds of pause that end an utterance (files)
@@ -161,13 +164,14 @@ def parse_options(query: Mapping[str, str], multi: Mapping[str, list[str]], *,
                                prompt=_prompt(multi), zh_script=script)
     # Deepgram finds paragraphs from punctuation, and ``paragraphs`` turns it on
     paragraphs = _bool(query, "paragraphs")
+    punctuating = frozenset(k for k in ("punctuate", "smart_format", "paragraphs")
+                            if _bool(query, k))
     return DeepgramOptions(
         params=params, encoding=enc or "linear16", container_ok=container_ok, model=query.get("model") or "whisper",
         interim_results=_bool(query, "interim_results"),
         speech_final=(ep or "").lower() != "false", endpointing_ms=hangover,
         utterance_end_ms=ue, vad_events=_bool(query, "vad_events"),
-        punctuate=_bool(query, "punctuate") or _bool(query, "smart_format") or paragraphs,
-        utterances=_bool(query, "utterances"), paragraphs=paragraphs,
+        punctuate=bool(punctuating), punctuating=punctuating, utterances=_bool(query, "utterances"), paragraphs=paragraphs,
         utt_split=_seconds(query, "utt_split", 0.8))
 
 
