@@ -92,6 +92,34 @@ def test_an_utterance_end_does_not_hold_off_the_fade(browser):
     page.close()
 
 
+def test_no_line_starts_with_a_closing_mark_after_an_utterance_end(browser):
+    """Chinese finals open with the comma that ends the clause before them: after an
+    utterance's end, "，然后..." started a line (a review of this stop's commits); the marks
+    go on the closed line."""
+    page, server = open_page(browser, "/overlay?session=s&fade=0&lines=4&partial=0", [
+        [final(0, "我觉得这个东西很好", eou=True), final(1, "，然后我们就一起去了", eou=True),
+         final(2, "」他说完就走了")]])
+    wait_for(lambda: page.inner_text(OVERLAY).endswith("走了"), 10, "the third final",
+             page=page)
+    assert lines(page) == ["我觉得这个东西很好，", "然后我们就一起去了」", "他说完就走了"]
+    page.close()
+
+
+def test_an_utterance_end_keeps_fading_lines_faded(browser):
+    """An utterance end redraws the lines: a line already fading came back whole, then went
+    (a review of this stop's commits)."""
+    page, server = open_page(browser, "/overlay?session=s&fade=1&lines=2", [[final(0, "one")]],
+                             clock=True)
+    wait_for(lambda: page.inner_text(OVERLAY) == "one", 10, "the final", page=page)
+    page.clock.run_for(1300)  # (past the fade: the line fades out over 700 ms)
+    server.send(utterance_end(1.0))
+    page.wait_for_timeout(100)
+    faded = page.eval_on_selector_all(f"{OVERLAY} .line", "els => els.map(e => "
+                                      "e.classList.contains('faded'))")
+    assert faded and all(faded), faded
+    page.close()
+
+
 def _stream(url: str, audio: np.ndarray, session: str):  # type: ignore[no-untyped-def]
     """Stream flat out as ``session``, on another thread: Playwright's sync API owns this
     thread's event loop."""
@@ -128,3 +156,13 @@ def test_the_overlay_breaks_where_the_viewer_page_does_on_real_speech(live_serve
     assert len(page_lines()) >= 2, page_lines()
     overlay.close()
     viewer.close()
+
+
+def test_the_viewer_page_puts_closing_marks_on_the_line_an_utterance_ended(browser):
+    """The page breaks lines at utterance ends too: "，然后..." started a line there."""
+    page, server = open_page(browser, "/?view=s", [
+        [final(0, "我觉得这个东西很好", eou=True), final(1, "，然后我们就走了。", eou=True)]])
+    text = lambda: page.inner_text("[data-testid=finals]")
+    wait_for(lambda: "走了" in text(), 10, "the second final", page=page)
+    assert text().strip().split("\n") == ["我觉得这个东西很好，", "然后我们就走了。"]
+    page.close()

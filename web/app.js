@@ -2,7 +2,7 @@
 import * as wire from "./wire.js";
 import { backoff, follow, Segments } from "./connection.js";
 import { explainClosed, explainError, explainMic } from "./explain.js";
-import { captionLang, detectedLang, glued, needsSpace } from "./text.js";
+import { captionLang, detectedLang, glued, leadingMarks, needsSpace } from "./text.js";
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -81,9 +81,17 @@ function finalsRun() {
 // screen readers announce what is added to it. The partial stays outside it.
 function appendFinal(m) {
   const f = $("finals");
+  let text = m.text;
+  const [marks, rest] = leadingMarks(text);
+  if (marks && f.textContent.endsWith("\n")) {
+    // closing marks go on the line an utterance's end closed: no line starts with "，"
+    let node = f.lastChild;
+    while (node && node.nodeType !== Node.TEXT_NODE) node = node.lastChild;
+    if (node && node.data.endsWith("\n")) { node.data = node.data.slice(0, -1) + marks + "\n"; text = rest; }
+  }
   const sep = f.textContent && !f.textContent.endsWith("\n") && !glued(m)
-    && needsSpace(f.textContent, m.text) ? " " : "";
-  finalsRun().append(document.createTextNode(sep + m.text + (m.eou ? "\n" : "")));
+    && needsSpace(f.textContent, text) ? " " : "";
+  finalsRun().append(document.createTextNode(sep + text + (m.eou ? "\n" : "")));
   $("partial").textContent = "";
 }
 

@@ -3,7 +3,7 @@
 //   &lang=zh-TW (the captions' language; the page's overlay link carries it)
 import * as wire from "./wire.js";
 import { backoff, follow, Segments } from "./connection.js";
-import { captionLang, detectedLang, glued, joinText, wrap as wrapText } from "./text.js";
+import { captionLang, detectedLang, glued, joinText, leadingMarks, wrap as wrapText } from "./text.js";
 
 const p = new URLSearchParams(location.search);
 // a number that is not one (or too small to show anything) falls back to the default
@@ -66,6 +66,15 @@ const segments = new Segments();  // survives reconnects: replayed finals are no
 const wrap = (text) => wrapText(text, opt.width);
 
 function addFinal(text, glue = false) {
+  if (!open && done.length) {
+    // closing marks a final opens with go on the line an utterance's end closed: no line
+    // starts with "，" or "」" (they may hang past its width, as in Chinese typesetting)
+    const [marks, rest] = leadingMarks(text);
+    if (marks) {
+      done[done.length - 1] = joinText(done[done.length - 1], marks, true);
+      [text, glue] = [rest, false];
+    }
+  }
   const w = wrap(joinText(open, text, glue));
   open = w.pop() || "";
   done = done.concat(w).slice(-opt.lines);
@@ -99,14 +108,17 @@ function render() {
   const live = opt.partial && partial ? tail.length : 0;
   box.replaceChildren(...all.map((t, i) => {
     const d = document.createElement("div");
-    d.className = "line" + (live && i >= all.length - live ? " partial" : "");
+    d.className = "line" + (live && i >= all.length - live ? " partial" : "") + (fading() ? " faded" : "");
     d.textContent = t;
     return d;
   }));
 }
 
+// (an utterance's end redraws the lines without speech: a fading line stays faded)
+const fading = () => opt.fade > 0 && Date.now() - lastActivity > opt.fade * 1000;
+
 function fadeCheck() {
-  if (opt.fade > 0 && Date.now() - lastActivity > opt.fade * 1000 && (done.length || open || partial)) {
+  if (fading() && (done.length || open || partial)) {
     for (const el of box.children) el.classList.add("faded");
     setTimeout(() => {
       if (Date.now() - lastActivity > opt.fade * 1000) { done = []; open = ""; partial = ""; render(); }

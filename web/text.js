@@ -65,6 +65,15 @@ export const closes = (unit) => {
 
 const joinUnits = (us) => us.reduce((a, b) => joinText(a, b), "");
 
+/** `text` as [the closing marks it opens with, the rest]: after a line an utterance's end
+ * closed, the marks go on that line ("，然后..." started one, a review found). */
+export function leadingMarks(text) {
+  const lead = text.length - text.trimStart().length;
+  let n = lead;
+  while (n < text.length && closes(text[n])) n++;
+  return [text.slice(lead, n), n > lead ? text.slice(n) : text];
+}
+
 /** Lines of at most `width` columns (a unit wider than a line gets a line of its own), never
  * one that starts with a closing mark: the unit before it goes down with it. Greedy, unlike
  * the subtitles' wrap (server/text.py), which prefers a break after punctuation: live lines are
