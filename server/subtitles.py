@@ -175,7 +175,10 @@ def cues(finals: Iterable[Final], opt: CueOptions | None = None, *,
                 w = glue_piece(cur.pop(), w)
             while cur and not fits(cur + [w]):
                 if closes(w.word) and len(lines(cur + [w])) <= opt.max_lines:
-                    break  # the mark stays with the text before it, the cue a little longer
+                    # the mark stays with the text before it, the cue a little longer, and
+                    # timed with it (a "，" 12 s later, after a pause, held the cue up 12 s)
+                    w = dataclasses.replace(w, start=cur[-1].end, end=cur[-1].end)
+                    break
                 emit(_break_at(cur, w))
             cur.append(w)
             # prefer to end a cue at a sentence end once it holds a line's worth

@@ -76,3 +76,16 @@ def test_a_word_in_two_pieces_is_still_one_word():
               Final(1, "-Fi daily.", 1.0, 2.0, [Word("-Fi", 1, 1.5, 1), Word(" daily.", 1.5, 2, 1)],
                     eou=True)]
     assert within_limits(finals, CueOptions(max_chars=10)) == [("I use", "Wi-Fi"), ("daily.",)]
+
+
+def test_a_closing_mark_after_a_pause_does_not_hold_the_cue_up():
+    """"他说" (0-0.8 s, its utterance's end) and, 12 s later, "，然后": the mark stays with
+    "他说", and the cue ended at 12.05 s against its 7 s limit (a review of this stop's
+    commits)."""
+    said = Final(0, "他说", 0.0, 0.8, (Word("他", 0.0, 0.4, 0.9), Word("说", 0.4, 0.8, 0.9)),
+                 eou=True)
+    later = Final(1, "，然后", 12.0, 12.6, (Word("，", 12.0, 12.05, 0.9),
+                                          Word("然", 12.05, 12.3, 0.9), Word("后", 12.3, 12.6, 0.9)))
+    out = cues([said, later])
+    assert out[0].lines == ("他说，",) and out[0].end - out[0].start <= 7.0, out
+    assert out[1].lines == ("然后",) and out[1].start >= 12.0, out
