@@ -633,6 +633,16 @@ def test_a_streamed_wav_whose_comment_says_data_is_heard(live_server):
     assert wer(references()["LJ001-0002.wav"], text) <= 0.25, text
 
 
+def _punctuated(conn) -> bool:  # type: ignore[no-untyped-def]
+    """Stream LJ001-0002 on ``conn`` and close: whether its final words carry marks."""
+    conn.send_media(s16(load16k("LJ001-0002.wav")))
+    conn.send_close_stream()
+    words = [w for m in conn if m.type == "Results" and m.is_final
+             for w in m.channel.alternatives[0].words]
+    assert words
+    return any(w.punctuated_word not in (None, w.word) for w in words)
+
+
 @pytest.mark.timeout(60)
 def test_configure_features_are_applied_or_refused(live_server):
     """``Configure`` with ``features`` (the SDK's ``{"numerals": true}``): punctuation is turned
@@ -647,18 +657,10 @@ def test_configure_features_are_applied_or_refused(live_server):
         assert conn.recv().type == "ConfigureSuccess"
         conn.send_configure(ListenV1Configure(features={"punctuate": True}))
         assert conn.recv().type == "ConfigureSuccess"
-        conn.send_media(s16(load16k("LJ001-0002.wav")))
-        conn.send_close_stream()
-        words = [w for m in conn if m.type == "Results" and m.is_final
-                 for w in m.channel.alternatives[0].words]
-    assert words and any(w.punctuated_word not in (None, w.word) for w in words), words
+        assert _punctuated(conn)
     # (one feature off leaves the others: smart_format off keeps punctuate=true's marks)
     with client(live_server).listen.v1.connect(model="nova-3", encoding="linear16",
                                                sample_rate=16000, punctuate=True) as conn:
         conn.send_configure(ListenV1Configure(features={"smart_format": False}))
         assert conn.recv().type == "ConfigureSuccess"
-        conn.send_media(s16(load16k("LJ001-0002.wav")))
-        conn.send_close_stream()
-        words = [w for m in conn if m.type == "Results" and m.is_final
-                 for w in m.channel.alternatives[0].words]
-    assert words and any(w.punctuated_word not in (None, w.word) for w in words), words
+        assert _punctuated(conn)

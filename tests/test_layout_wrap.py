@@ -4,18 +4,15 @@ live lines (web/text.js's wrap, which Chromium runs), which stay where they were
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
-from browser_support import launch
+from test_lang_web import ORIGIN, page  # noqa: F401, F811 (its page, with text.js loaded)
 
 from whisperwire.server.subtitles import cues
 from whisperwire.server.text import display_width, split_units, wrap_units
 from whisperwire.server.wire import Final, Word
 
 pytestmark = pytest.mark.timeout(120)
-WEB = Path(__file__).resolve().parent.parent / "web"
-ORIGIN = "http://layout.test"
 REPORTED = {  # (a Mandarin user's; the lines broke "飄 / 然過世" and "先融入周 / 圍環境")
     "貴陽高原上韓企尚未散進，街頭前女已著羣裝飄然過世。":
         ["貴陽高原上韓企尚未散進，", "街頭前女已著羣裝飄然過世。"],
@@ -42,16 +39,6 @@ def test_a_cue_ends_at_the_comma_rather_than_break_a_word():
                                       ("然後門鋪向列舞。",)]
 
 
-@pytest.fixture(scope="module")
-def page():
-    with launch() as b:
-        p = b.new_page()
-        p.route(ORIGIN + "/**", lambda r: r.fulfill(
-            path=str(WEB / r.request.url.removeprefix(ORIGIN + "/")), content_type="text/javascript")
-            if r.request.url.endswith(".js") else r.fulfill(body="<html></html>",
-                                                            content_type="text/html"))
-        p.goto(ORIGIN + "/")
-        yield p
 
 
 def test_a_break_after_punctuation_never_takes_another_line_nor_overflows():
@@ -87,7 +74,7 @@ def _filled(units: list[str], width: int) -> list[str]:
     return [" ".join(x) for x in lines]
 
 
-def test_the_pages_live_lines_keep_what_they_show(page):
+def test_the_pages_live_lines_keep_what_they_show(page):  # noqa: F811
     """The overlay wraps its open line again with each partial: a preferred break after
     "Americans," moved words already shown down a line, and back as the partial changed."""
     shown = "And so my fellow Americans, ask not what"

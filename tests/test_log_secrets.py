@@ -4,11 +4,9 @@ them (the token file takes any character but whitespace), a token hidden behind 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import socket
-import subprocess
 import sys
 import time
 
@@ -100,35 +98,8 @@ def test_an_asgi_scope_at_trace_level_hides_its_query_string():
 # --- ``whisperwire serve --log-level debug`` as users run it
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def _serve(log, *args: str):  # type: ignore[no-untyped-def]
-    """``whisperwire serve`` on a free port with ``args``, its output in ``log``: the port."""
-    port = _free_port()
-    with open(log, "w") as f:
-        proc = subprocess.Popen([sys.executable, "-m", "whisperwire.server", "serve", "--port",
-                                 str(port), *args], stdout=f, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, f"serve exited: {log.read_text()}"
-            assert time.monotonic() < deadline, "serve did not start"
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
-                    break
-            time.sleep(0.1)
-        yield port
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+# (test_served.py's: ``whisperwire serve`` on a free port, its output in a log file)
+from test_served import _serve  # noqa: E402
 
 
 def _raw_get(port: int, target: str, upgrade: bool = False) -> bytes:
