@@ -308,11 +308,15 @@ class WhisperWire:
             return JSONResponse({"error": "unknown_session"}, status_code=404)
         finals = subtitles.at_turns(list(t.finals), t.turns)
         disp = {"Content-Disposition": f'inline; filename="{sid}.{fmt}"'}  # an ASCII id
+        # (a cue kept up 5/6 s stays within the audio, once the channel has ended: while a
+        # speaker is live, ``audio_seconds`` is where its connection began)
+        end = t.audio_seconds if not t.live and t.audio_seconds else None
         if fmt == "srt":
-            return PlainTextResponse(subtitles.to_srt(finals), media_type="application/x-subrip",
-                                     headers=disp)
+            return PlainTextResponse(subtitles.to_srt(finals, audio_end=end),
+                                     media_type="application/x-subrip", headers=disp)
         if fmt == "vtt":
-            return PlainTextResponse(subtitles.to_vtt(finals), media_type="text/vtt", headers=disp)
+            return PlainTextResponse(subtitles.to_vtt(finals, audio_end=end), media_type="text/vtt",
+                                     headers=disp)
         if fmt == "txt":
             return PlainTextResponse(subtitles.to_txt(finals), headers=disp)
         if fmt == "json":

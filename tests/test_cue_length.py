@@ -127,3 +127,17 @@ def test_cues_from_many_real_shaped_finals_are_readable_and_keep_every_word():
         for a, b in zip(out, out[1:]):
             assert a.end - a.start >= MIN - MS or abs(a.end - b.start) < MS, (a, b)
         assert out[-1].end - out[-1].start >= MIN - MS
+
+
+def test_a_file_apis_short_last_cue_stays_within_the_audio():
+    """The OpenAI file API's srt and vtt: "Yes." said at 0.6-0.9 s of a 1.1 s file is kept up
+    5/6 s, but not past the file's end."""
+    from whisperwire.server.dialects.common import FileResult
+    from whisperwire.server.dialects.openai_audio import render
+
+    res = FileResult("s", [Final(0, "Yes.", 0.6, 0.9, (Word(" Yes.", 0.6, 0.9, 0.9),), True)],
+                     "en", 1.1)
+    srt = render(res, "srt", [], "transcribe", {}).body.decode()
+    assert "00:00:00,600 --> 00:00:01,100" in srt, srt
+    vtt = render(res, "vtt", [], "transcribe", {}).body.decode()
+    assert "00:00:00.600 --> 00:00:01.100" in vtt, vtt

@@ -315,9 +315,11 @@ def render(res: FileResult, fmt: str, grans: list[str], task: str,
     if fmt == "text":
         return PlainTextResponse(res.text + "\n", headers=headers)
     if fmt == "srt":
-        return PlainTextResponse(subtitles.to_srt(res.finals), headers=headers)
+        return PlainTextResponse(subtitles.to_srt(res.finals, audio_end=res.seconds),
+                                 headers=headers)
     if fmt == "vtt":
-        return PlainTextResponse(subtitles.to_vtt(res.finals), headers=headers)
+        return PlainTextResponse(subtitles.to_vtt(res.finals, audio_end=res.seconds),
+                                 headers=headers)
     usage = {"type": "duration", "seconds": round(res.seconds, 3)}
     if fmt == "json":
         body: dict[str, Any] = {"text": res.text}
