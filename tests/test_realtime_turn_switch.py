@@ -119,6 +119,25 @@ def test_speech_going_on_whose_vad_end_came_first_ends_there():
     assert said(ev, COMPLETED, "transcript") == [(ev[0][1]["item_id"], "what your")]
 
 
+def test_speech_a_commit_cut_whose_words_come_after_the_next_turn_began_is_its_own_turn():
+    """Further behind: the VAD ended the speech a commit cut and started the next turn before
+    any of its words was final. They went into that next turn, whose speech_started (5.0 s)
+    came after they were said (a review of this stop's commits); now they are a turn of their
+    own, before it."""
+    t = Turns(vad=True)
+    t.speech_started(1.0)
+    t.commit(2.0)
+    t.final([w(" one", 1.1, 1.5), w(" two", 1.5, 1.9)], eou=True)
+    t.speech_stopped(4.0)
+    t.speech_started(5.0)
+    ev = t.final([w(" three", 2.1, 2.9), w(" four", 3.0, 3.7)], eou=True)
+    ev += t.final([w(" five", 5.1, 5.6)], eou=False)
+    t.speech_stopped(6.0)
+    ev += t.final([w(" six.", 5.6, 5.9)], eou=True)
+    done = [text for _, text in said(ev, COMPLETED, "transcript")]
+    assert done == ["three four", "five six."], done
+
+
 def test_a_commit_or_switch_while_that_speech_goes_on_ends_its_turn():
     """Already committed, so no second item of the same speech; a switch to manual turns
     finalizes it (its last words come after the switch), and a commit's finalize's eou

@@ -75,6 +75,9 @@ class Turns:
         # the manual buffer made a turn by a switch to server_vad while the VAD was quiet: the
         # next VAD start opens it instead of a new one (its words are in it already)
         self._waiting: Item | None = None
+        # speech a commit or clear cut that the VAD ended before any of its words was final
+        # (start, end), while no turn was open: its words' own turn (``_before_head``)
+        self.unclaimed: tuple[float, float] | None = None
         self._out: list[Event] = []
 
     def _emit(self, kind: str, **body: Any) -> None:
@@ -118,6 +121,10 @@ class Turns:
             # the VAD's end of speech a commit or clear cut: that turn, committed at its
             # first word, ends here (no event: OpenAI's stopped would follow its committed)
             running.end = self.cut = t
+        elif item is None and t > self.cut:
+            # ... and before its first word is final (decoding behind): its words, when they
+            # come, are a turn of their own, before the next one the VAD may start meanwhile
+            self.unclaimed = (self.cut, t)
         return self._events()
 
     def commit(self, now: float) -> list[Event]:
@@ -209,7 +216,7 @@ class Turns:
         words = [w for w in words if not any(a <= _mid(w) < b for a, b in self.dropped)]
         run: list[wire.Word] = []
         for w in words:
-            if self.vad and self._resumed(w):
+            if self.vad and (self._resumed(w) or self._before_head(w)):
                 if run:
                     self._deliver(self.items[0], run)
                 run = []
@@ -262,15 +269,29 @@ class Turns:
         return last is None or (last.committed and last.end is not None
                                 and _mid(w) >= last.end)
 
+    def _before_head(self, w: wire.Word) -> bool:
+        """``w`` was said after the last cut and before the turn under way began: speech a
+        commit cut, whose words came after the VAD had ended it and started the next turn
+        (decoding behind). They went into that next turn."""
+        head = self.items[0] if self.items else None
+        a, b = self.unclaimed or (0.0, 0.0)
+        return head is not None and not head.committed and a <= _mid(w) < b
+
     def _resume(self, w: wire.Word) -> None:
         """Speech a client's commit or clear cut, going on from ``w``: the VAD opens no turn
         for it (its start has passed), so it is a committed turn at once, which runs until
         the VAD's end (``speech_stopped``; here if that end was already heard), the next
         VAD start, or the client's next commit, clear or switch to manual turns."""
-        ended = self.speaking_since is None and self.stopped_at is not None \
-            and self.stopped_at > w.start
-        item = Item(new_id("item_"), start=w.start, end=self.stopped_at if ended else None)
-        self.items.append(item)
+        if self._before_head(w):  # (before the turn under way: it goes first)
+            item = Item(new_id("item_"), start=w.start, end=self.unclaimed[1])
+            self.unclaimed = None
+            self.items.appendleft(item)
+        else:
+            ended = self.speaking_since is None and self.stopped_at is not None \
+                and self.stopped_at > w.start
+            item = Item(new_id("item_"), start=w.start, end=self.stopped_at if ended else None)
+            self.items.append(item)
+            self.unclaimed = None  # (claimed)
         self._committed(item)
 
     def _past_head(self, w: wire.Word) -> bool:
