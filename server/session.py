@@ -111,7 +111,9 @@ class StreamSession:
         self._settled = self.samples_in
         self._asked.append(self.samples_in)
         if self._utts and self._utts[-1].open:
-            self._utts[-1].force_at = self._utts[-1].available
+            # (a new forced end waits for its own audio: a short one before it, still out,
+            # was for the audio then, and a sliver decoded alone invents words)
+            self._utts[-1].force_at, self._utts[-1].force_short = self._utts[-1].available, False
         elif self.flushed:  # nothing heard since the last final: answered at once
             self._events.append(UtteranceEnd(self._last_word_end))
 

@@ -166,3 +166,15 @@ def test_the_viewer_page_puts_closing_marks_on_the_line_an_utterance_ended(brows
     wait_for(lambda: "走了" in text(), 10, "the second final", page=page)
     assert text().strip().split("\n") == ["我觉得这个东西很好，", "然后我们就走了。"]
     page.close()
+
+
+def test_the_page_takes_marks_after_an_utterance_end_without_an_indent_or_a_blank_line(browser):
+    """English ", then ..." after a closed line began the next with a space (an indent in
+    pre-wrap), and a final of marks only with ``eou`` left a blank line (a review)."""
+    page, server = open_page(browser, "/?view=s", [
+        [final(0, "So we left", eou=True), final(1, ", then we came back", eou=True),
+         final(2, "他说", eou=True), final(3, "。", eou=True), final(4, "好", eou=True)]])
+    text = lambda: page.inner_text("[data-testid=finals]")
+    wait_for(lambda: "好" in text(), 10, "the last final", page=page)
+    assert text().strip("\n").split("\n") == ["So we left,", "then we came back", "他说。", "好"]
+    page.close()

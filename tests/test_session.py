@@ -3189,3 +3189,23 @@ def test_a_finalize_while_the_last_ones_decode_is_out_forces_what_came_after_it(
     said = " ".join(e.text for e, _ in got[: got.index(answers[1]) + 1] if isinstance(e, Final))
     # every word said before the second finalize (w6 ends at 4.4 s; w7, cut at 4.6 s, garbled)
     assert said.split()[:7] == [w[0] for w in truth[:7]], said
+
+
+def test_a_finalize_after_a_short_one_still_out_waits_for_its_own_audio():
+    """The first finalize went short (no audio came: ``finalize_now``), and a second came with
+    0.1 s more audio while its decode was out: the second's forced decode went at once, a
+    0.19 s sliver against ``min_final_ms`` (a review of this stop's commits)."""
+    audio, truth = make_stream(12)
+    s = StreamSession(StreamOptions(), energy_vad())
+    dec = ScriptedDecoder(truth)
+    for i in range(0, int(3.0 * SR), 1600):
+        s.feed_audio(audio[i : i + 1600])
+        while (r := s.next_decode()) is not None:
+            s.decoded(r.id, dec(r))
+    s.finalize()
+    s.finalize_now()
+    req = s.next_decode()
+    s.feed_audio(audio[int(3.0 * SR) : int(3.1 * SR)])
+    s.finalize()
+    s.decoded(req.id, dec(req))
+    assert s.finalize_waits and s.next_decode() is None

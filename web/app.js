@@ -84,15 +84,27 @@ function appendFinal(m) {
   let text = m.text;
   const [marks, rest] = leadingMarks(text);
   if (marks && f.textContent.endsWith("\n")) {
-    // closing marks go on the line an utterance's end closed: no line starts with "，"
-    let node = f.lastChild;
-    while (node && node.nodeType !== Node.TEXT_NODE) node = node.lastChild;
-    if (node && node.data.endsWith("\n")) { node.data = node.data.slice(0, -1) + marks + "\n"; text = rest; }
+    // closing marks go on the line an utterance's end closed: no line starts with "，" (the
+    // one rewrite of shown text: a mark added at a line's end)
+    const node = lastText(f);
+    if (node && node.data.endsWith("\n")) {
+      node.data = node.data.slice(0, -1) + marks + "\n";
+      text = rest.trimStart();
+    }
   }
+  if (marks && !text) { $("partial").textContent = ""; return; }  // (marks only, placed above)
   const sep = f.textContent && !f.textContent.endsWith("\n") && !glued(m)
     && needsSpace(f.textContent, text) ? " " : "";
   finalsRun().append(document.createTextNode(sep + text + (m.eou ? "\n" : "")));
   $("partial").textContent = "";
+}
+
+// the last text node of the finals that holds text
+function lastText(el) {
+  let last = null;
+  const walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+  while (walk.nextNode()) if (walk.currentNode.data) last = walk.currentNode;
+  return last;
 }
 
 function endLine() {
