@@ -40,8 +40,8 @@ from typing import Any
 
 from . import wire
 from .errors import ClientError
-from .hub import Hub, Outbox, Transcript, new_session_id, on_channel_clock
-from .wire import Channel, Closed, Final, Message, Partial, UtteranceEnd
+from .hub import Hub, Outbox, Transcript, known_language, new_session_id, on_channel_clock
+from .wire import Channel, Closed, Final, Language, Message, Partial, UtteranceEnd
 
 __all__ = ["ClusterHub", "Directory", "directory"]
 
@@ -49,7 +49,7 @@ log = logging.getLogger("whisperwire.server")
 
 # The directory's calls change with WhisperWire's code, and a detached actor outlives a
 # redeploy: replicas find the directory of their own protocol version by its name.
-PROTOCOL = 4
+PROTOCOL = 5
 NAME, NAMESPACE = f"whisperwire-hub-v{PROTOCOL}", "whisperwire"
 
 
@@ -73,6 +73,7 @@ class _Channel:
     turns: list[int] = field(default_factory=list)  # each later speaker's first final
     instance: str = field(default_factory=lambda: secrets.token_hex(8))  # this life of the id
     said: float | None = None  # this life's first seconds, final in an earlier one (Channel)
+    languages: list[tuple[int, str]] = field(default_factory=list)  # as Transcript.languages
     ended_at: float | None = None
     seq: int = 0
     changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -209,6 +210,9 @@ class Directory:
             elif isinstance(msg, Channel):  # (a new life's ``said``, as Hub.said)
                 ch.said = msg.said
                 ch.log.append((ch.seq, text))
+            elif isinstance(msg, Language):  # (as Hub.deliver keeps it)
+                ch.log.append((ch.seq, text))
+                ch.languages.append((len(ch.finals), text))
             elif isinstance(msg, UtteranceEnd):  # (as Hub.deliver keeps it)
                 ch.log.append((ch.seq, text))
                 if ch.finals and not (last := wire.decode(ch.finals[-1])).eou:
@@ -237,7 +241,8 @@ class Directory:
             return None
         return {"seq": ch.seq, "finals": list(ch.finals), "live": ch.live, "closed": ch.closed,
                 "partial": ch.partial[1] if ch.partial else None, "turns": list(ch.turns),
-                "audio_seconds": ch.audio_seconds, "instance": ch.instance, "said": ch.said}
+                "audio_seconds": ch.audio_seconds, "instance": ch.instance, "said": ch.said,
+                "languages": [list(x) for x in ch.languages]}
 
     async def since(self, session: str, cursor: int, wait_s: float = 10.0) -> dict | None:
         """What happened on ``session`` after ``cursor``, waiting up to ``wait_s`` for
@@ -439,7 +444,8 @@ class ClusterHub(Hub):
             self.actor.publish.remote(sid, claim, n, events, end, offset)
 
     def publish(self, t: Transcript, msg: Message) -> None:
-        if not isinstance(msg, (Final, Partial, Closed, UtteranceEnd)):
+        if not isinstance(msg, (Final, Partial, Closed, UtteranceEnd, Language)) \
+                or known_language(t, msg):
             return
         msg = on_channel_clock(msg, t.offset)
         self.deliver(t, msg)
@@ -482,7 +488,8 @@ class ClusterHub(Hub):
                 raise ClientError("unknown_session", f"no session {session!r}")
             t = Transcript(session, finals=[wire.decode(f) for f in snap["finals"]],
                            live=snap["live"], turns=list(snap.get("turns", ())),
-                           instance=snap.get("instance", ""), said=snap.get("said"))
+                           instance=snap.get("instance", ""), said=snap.get("said"),
+                           languages=[(n, wire.decode(x)) for n, x in snap.get("languages", ())])
             if not t.live:
                 _speaker_ended(t)
             t.partial = wire.decode(snap["partial"]) if snap["partial"] else None

@@ -281,6 +281,7 @@ class Engine:
         self.stats = EngineStats()
         self.model_name = self.opt.model
         self.device = "cpu"
+        self._codes: tuple[str, ...] | None = None
         self.compute_type = "int8"
         self.build = "cpu"
         self._wm: Any = None
@@ -319,7 +320,9 @@ class Engine:
         """Language codes the loaded model accepts: those its vocabulary has a token for."""
         if self._wm is None:
             return ()
-        return model_languages(self._wm)
+        if self._codes is None:  # (asked at every connect: once per model)
+            self._codes = model_languages(self._wm)
+        return self._codes
 
     # -- loading -------------------------------------------------------------------------
     def load(self) -> None:

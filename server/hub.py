@@ -29,7 +29,8 @@ from .subtitles import at_turns, close_utterance
 from .text import finals_text
 from .wire import Channel, Closed, Final, Language, Message, Partial, Status, UtteranceEnd
 
-__all__ = ["Hub", "Outbox", "Transcript", "new_session_id", "on_channel_clock", "resume_at"]
+__all__ = ["Hub", "Outbox", "Transcript", "known_language", "new_session_id", "on_channel_clock",
+           "resume_at", "with_languages"]
 
 
 def new_session_id() -> str:
@@ -115,6 +116,9 @@ class Transcript:
     turns: list[int] = field(default_factory=list)
     instance: str = field(default_factory=lambda: secrets.token_hex(8))  # this life of the id
     said: float | None = None  # a new life's first seconds, made final by an earlier one
+    # each change of the captions' language, with the number of finals before it: a viewer
+    # that joins later gets each before the finals said in it
+    languages: list[tuple[int, Language]] = field(default_factory=list)
     # set at each final, for a reader of ``finals`` in this process that waits for the next
     # (a file's streamed transcript), so it needs neither poll nor a viewer's place
     grew: asyncio.Event = field(default_factory=asyncio.Event, repr=False, compare=False)
@@ -137,8 +141,10 @@ def resume_at(offset: float, finals: list[Final]) -> float | None:
 
 def on_channel_clock(msg: Message, offset: float) -> Message:
     """A speaker's event with its times moved onto the channel's clock."""
-    if not offset or not isinstance(msg, (Final, Partial, Closed, UtteranceEnd)):
+    if not offset or not isinstance(msg, (Final, Partial, Closed, UtteranceEnd, Language)):
         return msg
+    if isinstance(msg, Language):
+        return dataclasses.replace(msg, start=msg.start + offset)
     if isinstance(msg, UtteranceEnd):
         return dataclasses.replace(msg, end=msg.end + offset)
     if isinstance(msg, Closed):  # the channel's audio so far, as a viewer's times count it
@@ -149,6 +155,29 @@ def on_channel_clock(msg: Message, offset: float) -> Message:
         return dataclasses.replace(msg, start=msg.start + offset, end=msg.end + offset,
                                    words=words)
     return dataclasses.replace(msg, start=msg.start + offset, end=msg.end + offset)
+
+
+def with_languages(finals: list[Final], languages: list[tuple[int, Language]]
+                   ) -> list[Final | Language]:
+    """A channel's finals with each change of the captions' language before the first final
+    said in it (``languages``: the number of finals before each)."""
+    out: list[Final | Language] = []
+    i = 0
+    for n, lang in languages:
+        out += finals[i:n]
+        i = max(i, n)
+        out.append(lang)
+    return out + finals[i:]
+
+
+def known_language(t: Transcript, msg: Message) -> bool:
+    """Whether ``msg`` tells the channel's viewers the language they know already (a speaker
+    on it before, a detection again after a pause, a client's every ``session.update``):
+    not kept, so that they cannot grow the channel's record."""
+    if not (isinstance(msg, Language) and t.languages):
+        return False
+    last = t.languages[-1][1]
+    return (last.language, last.script) == (msg.language, msg.script)
 
 
 def on_connection_clock(msg: Message, start: float) -> Message:
@@ -206,7 +235,8 @@ class Hub:
 
     def publish(self, t: Transcript, msg: Message) -> None:
         """Record a speaker's event (times in its own stream) and send it to the viewers."""
-        self.deliver(t, on_channel_clock(msg, t.offset))
+        if not known_language(t, msg):
+            self.deliver(t, on_channel_clock(msg, t.offset))
 
     def deliver(self, t: Transcript, msg: Message) -> None:
         """Record an event already on the channel's clock and send it to the viewers. An
@@ -225,6 +255,8 @@ class Hub:
             close_utterance(t.finals)
         elif isinstance(msg, Channel) and msg.instance == t.instance:  # (a new life's said)
             t.said = msg.said
+        elif isinstance(msg, Language):
+            t.languages.append((len(t.finals), msg))
         else:
             return
         for v in list(t.viewers):
@@ -283,8 +315,8 @@ class Hub:
         # each speaker's last final closes its utterance, as downloads have it: a viewer
         # here when it ended got its ``closed``, and a late one would see the next speaker's
         # words run on in the same line
-        for f in at_turns(t.finals, t.turns):
-            v.put(f)
+        for m in with_languages(at_turns(t.finals, t.turns), t.languages):
+            v.put(m)
         if t.partial is not None:
             v.put(t.partial)
         if t.closed is not None:

@@ -27,6 +27,7 @@ from .hub import Hub, Outbox, Transcript, on_connection_clock
 from .metrics import Metrics
 from .pace import IngestPace
 from .session import StreamSession
+from .text import script_for
 from .vad import SpeechEnd, SpeechStart, VadEvent, VadSegmenter, webrtc_classifier
 
 if TYPE_CHECKING:
@@ -195,6 +196,7 @@ class ListenConnection:
                  self.params.language, self.transcript.speakers)
         self._t0 = time.monotonic()
         self.greet()
+        self.tell_viewers_language()
         self._writer = asyncio.create_task(self._write(self.ws, self.outbox))
         self._pump = asyncio.create_task(self._decode_all())
         ticker = asyncio.create_task(self._status())
@@ -610,8 +612,23 @@ class ListenConnection:
                 self.metrics.final_lag.observe(max(0.0, heard - ev.end))
             elif isinstance(ev, wire.Partial) and ev.text:
                 self.metrics.partial_lag.observe(max(0.0, heard - ev.end))
-            self.hub.publish(self.transcript, ev)
+            if not (isinstance(ev, wire.Language) and self.session.task == "translate"):
+                self.hub.publish(self.transcript, ev)  # (a translation's captions: English)
             self.send(ev)
+
+    def tell_viewers_language(self) -> None:
+        """Viewers learn the captions' language, which the page and the overlay mark the text
+        with (a stable overlay URL carries none): the language asked for, the model's only
+        one, English for a translation; a detected one comes as the session's ``language``
+        event (:meth:`_publish`). Only viewers: a speaker gets ``language`` for detection."""
+        s = self.session
+        lang = "en" if s.task == "translate" else s.language
+        if lang in (None, "auto") and len(self.engine.languages) == 1:
+            lang = self.engine.languages[0]
+        if lang in (None, "auto"):
+            return
+        script = script_for("zh", s.zh_script) if lang == "zh" else None
+        self.hub.publish(self.transcript, wire.Language(lang, 1.0, 0.0, script))
 
     # -- output ----------------------------------------------------------------------------
     async def _status(self) -> None:

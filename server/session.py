@@ -712,7 +712,9 @@ class StreamSession:
             self._committed_text = ""  # another language now: no prompt in the last one
         self.detected_language = r.language
         if self.language == "auto":
-            self._events.append(Language(r.language, round(r.language_probability, 3), req.offset))
+            script = script_for("zh", self.zh_script) if r.language == "zh" else None
+            self._events.append(Language(r.language, round(r.language_probability, 3), req.offset,
+                                         script))
         return False
 
     def _slide_window(self, u: Run, at_least: int = 0) -> None:

@@ -249,12 +249,16 @@ class Status(_Message):
 class Language(_Message):
     """Server → speaker, for ``language=auto``: the language the session is now transcribed
     in, detected once from the first seconds of speech (``start``: where that speech begins,
-    stream seconds), and again when speech resumes after a long pause."""
+    stream seconds), and again when speech resumes after a long pause. Server → viewer: the
+    language of the captions from ``start`` on (each speaker's, known when it starts or once
+    detected; English for a translation), which the page and the overlay mark the text with.
+    ``script``: for Chinese, the script the text is written in (:data:`ZH_SCRIPTS`)."""
 
     type: ClassVar[str] = "language"
     language: str
     probability: float
     start: float
+    script: str | None = None
 
 
 @dataclass(frozen=True)

@@ -46,9 +46,10 @@ def test_a_second_speaker_continues_the_channel_and_its_viewer_follows(live_serv
     # segment numbers continue from the channel's count
     assert [f.segment for f in f2] == list(range(len(f1), len(f1) + len(f2)))
     # the viewer saw the first speaker's finals, its closed, then the second speaker live
+    # (and the captions' language once: the second speaker's is the same)
     kinds = [type(m).__name__ for m in seen if not isinstance(m, wire.Partial)]
-    assert kinds == ["Channel"] + ["Final"] * len(f1) + ["Closed"] + ["Final"] * len(f2) \
-        + ["Closed"]
+    assert kinds == ["Channel", "Language"] + ["Final"] * len(f1) + ["Closed"] \
+        + ["Final"] * len(f2) + ["Closed"]
     assert seen[0] == wire.Channel(sid, live_server.app.state.hub.get(sid).instance)
     assert [f.text for f in finals(seen)] == [f.text for f in f1 + f2]
     assert code is None, "the viewer socket stays open after the speaker ends"

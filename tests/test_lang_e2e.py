@@ -14,6 +14,7 @@ import pytest
 
 from conftest import SPEECH, LiveServer, load16k, run, s16, sox_noise, wav_bytes
 from subtitle_check import check_cues
+from viewing import view
 from whisperwire.client.stream import stream_pcm
 from whisperwire.server import wire
 from whisperwire.server.app import ServerConfig
@@ -98,6 +99,10 @@ def test_auto_finds_chinese_once_and_stays_close_to_offline(server, offline):
     assert res.messages.index(next(x for x in res.messages if x[2] is langs[0])) < first_final
     assert cer(ref, res.text) <= cer(ref, offline(name, audio, "zh")) + 0.10, res.text
     no_han_space(res)
+    # viewers (the overlay) learn it too, with the script the captions are in
+    seen, _ = run(view(server.url, res.of_type(wire.Ready)[0].session, timeout=30))
+    assert [(m.language, m.script) for m in seen if isinstance(m, wire.Language)] == [
+        ("zh", "simplified")], seen
 
 
 @pytest.mark.timeout(150)
@@ -202,6 +207,8 @@ def test_auto_a_short_phrase_then_hang_up_arrives_and_closes(server):
 def test_translate_gives_english(server):
     res = stream(server, load16k("zh/zh-08.wav"), language="zh", task="translate")
     text = res.text
+    seen, _ = run(view(server.url, res.of_type(wire.Ready)[0].session, timeout=30))
+    assert [m.language for m in seen if isinstance(m, wire.Language)] == ["en"], seen
     assert not re.search(r"[\u3400-\u9fff]", text), text
     words = re.findall(r"[A-Za-z]+", text)
     assert len(words) >= 5 and {"the", "of", "to", "and", "they", "earth"} & {w.lower() for w in words}

@@ -34,8 +34,9 @@ def partial(seg: int, text: str) -> str:
                        "end": seg + 1})
 
 
-def language(code: str) -> str:
-    return json.dumps({"type": "language", "language": code, "probability": 0.97, "start": 0.5})
+def language(code: str, script: str | None = None) -> str:
+    m = {"type": "language", "language": code, "probability": 0.97, "start": 0.5}
+    return json.dumps(m | ({"script": script} if script else {}))
 
 
 CHANNEL = json.dumps({"type": "channel", "session": "s", "instance": "a"})
@@ -128,7 +129,10 @@ def test_caption_lang_tags(browser, origin):
                         "cases.map(([args]) => t.captionLang(...args)))", cases)
     assert got == [want for _, want in cases]
     detected = [(["zh-TW", "zh"], "zh-TW"), (["en", "zh"], "zh-CN"), ([None, "en"], "en"),
-                (["zh-HK", "ja"], "ja"), (["zh-TW", "??"], "zh-TW")]
+                (["zh-HK", "ja"], "ja"), (["zh-TW", "??"], "zh-TW"),
+                # the server names the script (its language event to viewers): that wins
+                (["zh-TW", "zh", "traditional_hk"], "zh-HK"), ([None, "zh", "traditional"], "zh-TW"),
+                (["zh-HK", "zh", "simplified"], "zh-CN")]
     got = page.evaluate("(cases) => import('/text.js').then((t) => "
                         "cases.map(([args]) => t.detectedLang(...args)))", detected)
     assert got == [want for _, want in detected]
@@ -139,6 +143,8 @@ def test_caption_lang_tags(browser, origin):
     ("", [language("zh")], "zh-CN"),  # detected (language=auto): simplified, the server's
     ("&lang=zh-TW", [], "zh-TW"),  # the speaker page's overlay link
     ("&lang=zh-TW", [language("zh")], "zh-TW"),  # (the link knows the script)
+    ("", [language("zh", "traditional")], "zh-TW"),  # (the server's event names it)
+    ("&lang=zh-TW", [language("zh", "traditional_hk")], "zh-HK"),
     ("&lang=zh-Hant-HK", [], "zh-HK"),
     ("&lang=en", [], "en"),
 ])

@@ -210,7 +210,7 @@ function onSpeakerMessage(m, ws, started) {
   } else if (m.type === "language") {
     say(`Language detected: ${languageName(m.language)}`);
     // (a translation is English whatever was spoken)
-    if ($("task").value !== "translate") setCaptionLang(detectedLang(state.lang, m.language));
+    if ($("task").value !== "translate") setCaptionLang(detectedLang(state.lang, m.language, m.script));
     showShare(state.session);
   } else if (m.type === "error") {
     if (started) say(explainError(m, context()));  // before `ready` it is a refusal: see refused()
@@ -569,8 +569,8 @@ function watch(session) {
         say("");
       }
       if (m.type === "channel") state.segments.channel(m);
-      // (no server sends it to viewers yet; the link's lang stands till one does)
-      else if (m.type === "language") setCaptionLang(detectedLang(state.lang, m.language));
+      // (each speaker's captions' language; the link's lang stands till it comes)
+      else if (m.type === "language") setCaptionLang(detectedLang(state.lang, m.language, m.script));
       else showCaption(m);
     },
     onRefused: (err, code, attempt) => {

@@ -142,7 +142,7 @@ function onMessage(m) {
   } else if (m.type === "closed") {
     partial = ""; endLine(); render();  // the speaker ended; the socket stays open for the next one
   } else if (m.type === "language") {
-    setLang(detectedLang(box.getAttribute("lang"), m.language));  // (detected: language=auto)
+    setLang(detectedLang(box.getAttribute("lang"), m.language, m.script));  // (each speaker's)
   }
 }
 

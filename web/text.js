@@ -120,11 +120,13 @@ export function captionLang(language, script = null) {
   return ZH_TAGS[script || tagged || "simplified"] || "zh";
 }
 
-/** The captions' `lang` once the server says the speech is in `language` (a `language`
- * event, language=auto): `current` where that is the same language, as it knows the script
+/** The captions' `lang` once the server says they are in `language` (a `language` event:
+ * detected on language=auto; to a viewer, each speaker's), in the Chinese `script` the event
+ * names; without one, `current` where that is the same language, as it knows the script
  * ("zh-TW" stays, where "zh" alone would read as simplified). */
-export function detectedLang(current, language) {
-  const tag = captionLang(language);
+export function detectedLang(current, language, script = null) {
+  const tag = captionLang(language, script);
   if (!tag) return current;  // (a code this page cannot read tells it nothing)
+  if (script) return tag;
   return current && current.split("-")[0] === tag.split("-")[0] ? current : tag;
 }

@@ -23,7 +23,7 @@ export const SERVER_TYPES = {
   utterance_end: ["end"],
   error: ["code", "message"],
   status: ["audio_seconds", "lag", "backlog?"],
-  language: ["language", "probability", "start"],
+  language: ["language", "probability", "start", "script?"],
   closed: ["reason", "audio_seconds"],
   channel: ["session", "instance", "said?"],
 };

@@ -306,6 +306,7 @@ class RealtimeConnection(ListenConnection):
                                   f"not know language {lang!r}")
             self.session.language, self.session.zh_script = base, script
             self._language_tag = str(lang)  # (echoed as sent: "zh-TW", not "zh")
+            self.tell_viewers_language()
         prompt = tr.get("prompt")
         if prompt is not None:
             if not isinstance(prompt, str):
