@@ -189,9 +189,10 @@ class CaptionPrinter:
         elif isinstance(m, wire.Error):
             self._write(self.flow.end())
             print(f"whisperwire: {server_error_sentence(m)}", file=sys.stderr)
-        elif isinstance(m, wire.Language):  # language=auto decided (stderr: captions stay clean)
-            print(f"whisperwire: language {m.language} (detected, p={m.probability:.2f})",
-                  file=sys.stderr)
+        elif isinstance(m, wire.Language):  # (stderr: captions stay clean)
+            # language=auto decided; a viewer is also told a language asked for (p 1)
+            how = f" (detected, p={m.probability:.2f})" if m.probability < 1 else ""
+            print(f"whisperwire: language {m.language}{how}", file=sys.stderr)
 
     def notice(self, text: str) -> None:
         """A sentence about the connection, on stderr, after the running line has ended."""

@@ -167,3 +167,16 @@ def test_a_closing_mark_never_starts_a_terminal_line():
     text = "一一一一一一一一一一一一一一一一他说好。”然后我们走吧。"
     lines = (flow.final(text) + flow.end()).splitlines()
     assert "".join(lines) == text and not any(closes(x[:1]) for x in lines), lines
+
+
+def test_a_language_asked_for_is_not_called_detected(capsys):
+    """A viewer (``whisperwire captions``) is told each speaker's captions' language, also
+    one the speaker asked for: only a detected one says so, with its probability."""
+    from whisperwire.client.printer import CaptionPrinter
+    from whisperwire.server.wire import Language
+
+    p = CaptionPrinter()
+    p(Language("en", 1.0, 0.0))
+    p(Language("zh", 0.93, 4.0, "simplified"))
+    assert capsys.readouterr().err.splitlines() == [
+        "whisperwire: language en", "whisperwire: language zh (detected, p=0.93)"]
