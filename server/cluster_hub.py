@@ -212,6 +212,8 @@ class Directory:
                 ch.log.append((ch.seq, text))
             elif isinstance(msg, Language):  # (as Hub.deliver keeps it)
                 ch.log.append((ch.seq, text))
+                if ch.languages and ch.languages[-1][0] == len(ch.finals):
+                    ch.languages.pop()
                 ch.languages.append((len(ch.finals), text))
             elif isinstance(msg, UtteranceEnd):  # (as Hub.deliver keeps it)
                 ch.log.append((ch.seq, text))

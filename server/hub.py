@@ -256,6 +256,8 @@ class Hub:
         elif isinstance(msg, Channel) and msg.instance == t.instance:  # (a new life's said)
             t.said = msg.said
         elif isinstance(msg, Language):
+            if t.languages and t.languages[-1][0] == len(t.finals):
+                t.languages.pop()  # (no final was said in it: at most one per final)
             t.languages.append((len(t.finals), msg))
         else:
             return
@@ -310,7 +312,7 @@ class Hub:
         if len(t.viewers) >= self.max_viewers:
             raise ClientError("too_many_viewers",
                               f"session {t.session!r} has {self.max_viewers} viewers")
-        v = Outbox(max_pending=max(512, 2 * len(t.finals) + 64), follow=True)
+        v = Outbox(max_pending=max(512, 2 * len(t.finals) + len(t.languages) + 64), follow=True)
         v.put(Channel(t.session, t.instance, t.said))  # (the life its finals count in)
         # each speaker's last final closes its utterance, as downloads have it: a viewer
         # here when it ended got its ``closed``, and a late one would see the next speaker's

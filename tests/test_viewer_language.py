@@ -117,5 +117,31 @@ def test_the_same_language_again_is_not_kept_nor_sent():
     for _ in range(1000):
         hub.publish(t, Language("zh", 1.0, 0.0, "traditional"))
     hub.publish(t, Language("zh", 1.0, 0.0, "simplified"))
-    assert [x.script for _, x in t.languages] == ["traditional", "simplified"]
     assert [m.type for m in drain(live)] == ["channel", "language", "language"]
+    assert [x.script for _, x in t.languages] == ["simplified"]  # (no final said in the first)
+
+
+def test_a_language_changed_back_and_forth_keeps_one_per_final_and_late_viewers_stay():
+    """A review's finding: a client's ``session.update`` alternating en/fr (or a bilingual
+    speaker detected again after each pause) grew the record without bound, and a viewer that
+    joined later was primed past its outbox and dropped at once, on every try."""
+    hub = Hub()
+    t = hub.open("room")
+    for i in range(10):
+        hub.publish(t, final(i, f"w{i}", float(i)))
+    for i in range(2000):
+        hub.publish(t, Language("en" if i % 2 else "fr", 1.0, 0.0))
+    assert len(t.languages) == 1 and t.languages[-1][1].language == "en"
+    got = drain(hub.watch("room"))
+    assert [m.type for m in got] == ["channel"] + ["final"] * 10 + ["language"], got
+
+    async def go() -> dict:
+        d = Directory()
+        c = await d.claim("chan", "replica-a")
+        events = [wire.encode(Language("en" if i % 2 else "fr", 1.0, 0.0)) for i in range(50)]
+        await d.publish("chan", c["claim"], 0, events)
+        snap = await d.snapshot("chan")
+        assert snap is not None
+        return snap
+
+    assert len(asyncio.run(go())["languages"]) == 1
