@@ -154,6 +154,9 @@ class StreamSession:
             elif isinstance(ev, SpeechEnd):
                 spoken_to = ev.sample if ev.spoken_to is None else ev.spoken_to
                 self._spans.end(spoken_to)
+                # words are made final only from audio a run holds: the spans before the
+                # oldest are done (noise that never became a word kept one each, for ever)
+                self._spans.forget_before(min(r.base for r in self._utts) / MODEL_RATE - 1.0)
                 u = self._utts[-1]
                 u.ends[ev.sample] = EndMark(spoken_to, u.speech_from)
                 u.open = False
@@ -414,6 +417,7 @@ class StreamSession:
         self._vad.flush()
         self._utts.clear()
         self._in_flight = None
+        self._spans = SpeechSpans()  # (its open span never ends)
 
     def decoded(self, request_id: int, result: DecodeResult) -> None:
         """Hand back the result of the request with this id; events become available."""

@@ -77,3 +77,63 @@ def test_a_sentences_last_word_stretched_over_a_pause_stays_before_it():
     got = s.clamp([w("I", 2.66, 3.14), w("am.", 3.14, 4.12), w("And", 4.36, 4.68)])
     assert times(got) == [(2.66, 2.91), (3.14, 3.24), (4.36, 4.68)]
     assert times(s.clamp([w("ask", 3.14, 4.12)])) == [(4.02, 4.12)]
+
+
+# -- a session's spans stay bounded (a review's finding: one span kept per utterance) -------
+def _session(**kw):  # type: ignore[no-untyped-def]
+    from whisperwire.server.session import StreamOptions, StreamSession
+    from whisperwire.server.vad import VadOptions, VadSegmenter
+
+    return StreamSession(StreamOptions(**kw), VadSegmenter(VadOptions(), lambda f: True))
+
+
+def _bursts(s, n: int, result) -> None:  # type: ignore[no-untyped-def]
+    """``n`` half-second bursts 3 s apart, each decoded to ``result``."""
+    import numpy as np
+
+    noise = (0.3 * np.random.default_rng(0).standard_normal(SR // 2)).astype(np.float32)
+    for _ in range(n):
+        s.feed_audio(noise)
+        s.feed_audio(np.zeros(int(2.5 * SR), np.float32))
+        while (req := s.next_decode()) is not None:
+            s.decoded(req.id, result(req))
+        s.events()
+
+
+def _no_words(req):  # type: ignore[no-untyped-def]
+    from whisperwire.server.decoding import DecodeResult
+
+    return DecodeResult((), "", 0.9, -1.5, 1.0)  # Whisper: no speech (a cough, a door)
+
+
+def _one_word(req):  # type: ignore[no-untyped-def]
+    from whisperwire.server.decoding import DecodeResult
+
+    return DecodeResult((w("hi", 0.35, 0.6),), " hi", 0.01, -0.2, 1.0)
+
+
+def test_noise_that_never_becomes_words_keeps_no_spans():
+    """Clicks, coughs and doors for 15 minutes: each was an utterance the VAD heard, and its
+    span was kept for ever, as only a final with words forgot them."""
+    import numpy as np
+
+    s = _session()
+    s.feed_audio(np.zeros(SR, np.float32))
+    _bursts(s, 300, _no_words)
+    assert s.flushed and len(s._spans.spans) <= 10, len(s._spans.spans)  # noqa: SLF001
+
+
+def test_spans_are_forgotten_with_word_times_in_speech_off_and_after_abandon():
+    import numpy as np
+
+    s = _session(word_times_in_speech=False)
+    s.feed_audio(np.zeros(SR, np.float32))
+    _bursts(s, 300, _one_word)
+    assert len(s._spans.spans) <= 10, len(s._spans.spans)  # noqa: SLF001
+    s = _session()
+    s.feed_audio(np.zeros(SR, np.float32))
+    s.feed_audio((0.3 * np.random.default_rng(1).standard_normal(SR // 2)).astype(np.float32))
+    s.abandon()  # (mid-utterance: its span never ended, and nothing before it was forgotten)
+    s.feed_audio(np.zeros(int(2.5 * SR), np.float32))
+    _bursts(s, 300, _one_word)
+    assert len(s._spans.spans) <= 10, s._spans.spans[:3]  # noqa: SLF001
