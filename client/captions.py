@@ -209,7 +209,11 @@ def main(args: Any) -> int:
         finals = utterances(msgs)  # (a viewer gets the channel's utterance ends too)
         errors = [m for m in msgs if isinstance(m, wire.Error)]
         if args.output:  # (what came before a loss too)
-            held = write_output(args.output, finals, args.session)
+            # (the audio's end is known where the last speaker ended: its ``closed``)
+            last = next((m for m in reversed(msgs) if isinstance(m, (wire.Final, wire.Closed))),
+                        None)
+            held = write_output(args.output, finals, args.session,
+                                last if isinstance(last, wire.Closed) else None)
             print(f"-- saved {held} to {args.output}", file=sys.stderr)
         if lost is not None:
             print(f"whisperwire: {lost}", file=sys.stderr)

@@ -188,17 +188,22 @@ def plural(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def write_output(path: str, finals: list[wire.Final], session: str = "") -> str:
+def write_output(path: str, finals: list[wire.Final], session: str = "",
+                 closed: wire.Closed | None = None) -> str:
     """Save finals as .srt, .vtt, .json or .txt, by the file's extension (checked beforehand
     with :func:`~.connect.check_output`). Returns what the file holds ("4 cues", "2 lines"):
     the finals are regrouped into cues or utterance lines, so their count would not say it.
-    Raises ClientFault if the file cannot be written."""
+    ``closed``: the ``closed`` that ended the finals' audio; no cue is held on screen past it
+    (a short last cue, lengthened to be readable, went past the end of the recording, as the
+    server's downloads do not). Raises ClientFault if the file cannot be written."""
     from whisperwire.server import subtitles
 
     ext = path.rsplit(".", 1)[-1].lower()
+    end = None if closed is None else max([closed.audio_seconds] + [f.end for f in finals[-1:]])
     if ext in ("srt", "vtt"):
-        text = subtitles.to_srt(finals) if ext == "srt" else subtitles.to_vtt(finals)
-        held = plural(len(subtitles.cues(finals)), "cue")
+        write = subtitles.to_srt if ext == "srt" else subtitles.to_vtt
+        text = write(finals, audio_end=end)
+        held = plural(len(subtitles.cues(finals, audio_end=end)), "cue")
     elif ext == "json":
         text = subtitles.to_json(session, finals, False)
         held = plural(len(finals), "final")
@@ -309,7 +314,8 @@ def finish(res: StreamResult, url: str, output: str | None) -> int:
     if res.unsent_s > 0:  # words were lost (the speaker said how much audio)
         status = 1
     if output and res.of_type(wire.Ready):  # a refused session leaves an old file alone
-        held = write_output(output, res.utterances, res.of_type(wire.Ready)[0].session)
+        held = write_output(output, res.utterances, res.of_type(wire.Ready)[0].session,
+                            closed[-1] if closed else None)
         print(f"-- saved {held} to {output}", file=sys.stderr)
     return status
 

@@ -65,3 +65,19 @@ def test_one_final_is_said_in_the_singular(tmp_path, capsys):
     assert "; 1 final," in summary(res, 1.0)
     finish(res, "ws://h:1", str(tmp_path / "one.srt"))
     assert "-- saved 1 cue to " in capsys.readouterr().err
+
+
+def test_a_saved_files_last_cue_stays_inside_the_audio(tmp_path):
+    """A short last cue is held on screen a readable while, but never past the end of the
+    audio (the ``closed`` that ended it), as the server's downloads are: "Thank you." at
+    0.0-0.6 s of a 0.7 s recording went to 0.83 s in the CLI's file."""
+    words = (wire.Word(" Thank", 0.0, 0.3, 0.9), wire.Word(" you.", 0.3, 0.6, 0.9))
+    res = StreamResult()
+    msgs = [wire.Ready("s", "tiny.en", "cpu", "int8", 16000),
+            wire.Final(0, "Thank you.", 0.0, 0.6, words, True), wire.Closed("client_close", 0.7)]
+    res.messages = [(0.1 * i, 0.0, m) for i, m in enumerate(msgs)]
+    for ext in ("srt", "vtt"):
+        out = tmp_path / f"one.{ext}"
+        finish(res, "ws://h:1", str(out))
+        cues = check_cues(out.read_text(), vtt=ext == "vtt")
+        assert cues[-1][1] <= 0.7 + 1e-6, cues
