@@ -45,6 +45,15 @@ def _split_word(word: str, width: int) -> list[str]:
     return pieces + [cur] if cur else pieces
 
 
+_PAIRS = ("「」", "『』", "《》", "〈〉", "【】", "〔〕", "（）", "“”", "‘’", "()")
+
+
+def _in_quote(line: str) -> bool:
+    """Whether ``line`` opened a quotation (or bracket) it has not closed: a sentence ended
+    inside it ("他说：「我们走吧。") is closed by a mark the next final may open with."""
+    return any(line.count(o) > line.count(c) for o, c in _PAIRS)
+
+
 def _room_for_mark(last: str) -> str:
     """What a final's last unit keeps room for after it: a Chinese (or Japanese) final may be
     followed by a final whose first word is "，" (Whisper starts the next final with it), and
@@ -72,23 +81,35 @@ class Flow:
         self.partial_text = ""
         self.level_bar = ""  # mic input level, drawn before the partial
         self._last_end: float | None = None
+        # a sentence ended inside a quotation: the line ends after the closing mark, which
+        # the next final may open with ("」然后…"), not before it
+        self._held = False
+        self._said = ""  # the text since the line before ended at a sentence or a pause
 
     def final(self, text: str, start: float = 0.0, end: float = 0.0, glue: bool = False) -> str:
         """``glue``: the final goes on the last word (a word split across finals, "Cost" |
         "as": :func:`~whisperwire.server.text.glued`)."""
         out = [ERASE + self.line] if self.tty else []  # wipe the partial
         words = split_units(text)  # Latin words, and CJK one character at a time
-        if self.line and (self.one_per_line or (
+        if self._held:
+            self._held = False
+            lead = list(itertools.takewhile(closes, words))
+            words, marks = words[len(lead):], "".join(lead).replace(" ", "")
+            self.line += marks
+            self._said += marks
+            out += [marks, self._newline(True)]
+            glue = False
+        elif self.line and (self.one_per_line or (
                 self._last_end is not None and start - self._last_end >= PAUSE_S
                 and not (words and closes(words[0])))):  # (a mark stays after its text)
-            out.append(self._newline())
+            out.append(self._newline(True))
         width = sys.maxsize if self.one_per_line else self.width
         for i, word in enumerate(words):
             # a closing mark never starts a line: the character before it goes down with it
             # (with every mark after it: "好。”")
             mark = "".join(itertools.takewhile(closes, words[i + 1:])).replace(" ", "")
             if i == len(words) - 1:
-                mark = _room_for_mark(word)
+                mark = _room_for_mark(word) or ("」" if _in_quote(self._said + word) else "")
             for piece in _split_word(word.strip(), width):
                 sep = " " if self.line and not glue and needs_space(self.line, piece) else ""
                 glue = False
@@ -97,10 +118,14 @@ class Flow:
                     sep = ""
                 piece = sep + piece
                 self.line += piece
+                self._said += piece
                 out.append(piece)
         self._last_end = end
         if self.line and (self.one_per_line or text.rstrip().endswith(SENTENCE_ENDS)):
-            out.append(self._newline())
+            if not self.one_per_line and _in_quote(self._said):
+                self._held = True
+            else:
+                out.append(self._newline(True))
         self.partial_text = ""
         if self.tty:
             out.append(self._tail())
@@ -121,10 +146,14 @@ class Flow:
 
     def end(self) -> str:
         out = ERASE + self.line if self.tty else ""
-        return out + (self._newline() if self.line else "")
+        self._held = False
+        return out + (self._newline(True) if self.line else "")
 
-    def _newline(self) -> str:
+    def _newline(self, break_: bool = False) -> str:
+        """Ends the line: wrapped, or with ``break_`` at a sentence or a pause."""
         self.line = ""
+        if break_:
+            self._said = ""
         return "\n"
 
     def _tail(self) -> str:

@@ -29,3 +29,20 @@ def test_english_lines_still_fill_the_width():
     lines = flow(20, ("the quick brown fox", 0, 1), ("jumps over", 1, 2))
     assert lines == ["the quick brown fox", "jumps over"]
     assert flow(20, ("aaaa bbbb cccc ddddd", 0, 1), (" eee.", 1, 2)) == ["aaaa bbbb cccc ddddd", "eee."]
+
+
+def test_a_sentence_ended_inside_a_quotation_ends_its_line_after_the_closing_mark():
+    """Whisper ends a final at "。" and opens the next with "」": the line broke at the
+    sentence end, and the next line started with the closing mark."""
+    lines = flow(40, ("他说：「我们走吧。", 0, 1), ("」然后就走了。", 1.1, 2))
+    assert lines == ["他说：「我们走吧。」", "然后就走了。"]
+    # a quotation opened on a line the text wrapped from; a lone closing mark as a final
+    lines = flow(30, ("她问：“你好吗？我们今天要去哪里呢，我们今天要去哪里呢？", 0, 3), ("”", 3.1, 3.2),
+                 ("Fine.", 5, 6))
+    assert lines == ["她问：“你好吗？我们今天要去哪", "里呢，我们今天要去哪里呢？”", "Fine."]
+    assert not any(closes(x[:1]) for x in lines)
+    # a sentence outside any quotation still ends its line at once (a pipe reads it then)
+    f = Flow(width=40)
+    assert f.final("我们走吧。", 0, 1).endswith("\n")
+    # and the line held for the mark ends when the next final has none
+    assert flow(40, ("他说：「走吧。", 0, 1), ("然后走了。", 1.1, 2)) == ["他说：「走吧。", "然后走了。"]
