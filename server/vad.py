@@ -59,6 +59,12 @@ class VadOptions:
     # of at most 180 ms on real/, a beep lasts 300 ms, a ring or a tone seconds)
     tone_peaks: int = 4
     tone_ms: int = 240
+    # a stream's audio before its first utterance, up to this long, is judged again when that
+    # utterance opens, against the floor known by then: the floor was seeded by the stream's
+    # own first frames, so a stream that starts in the middle of speech (a page or a meeting
+    # bot joining while someone talks, a speaker's new stream after a drop) lost what came
+    # before its first quieter frame (0: never)
+    opening_ms: int = 10000
 
     def __post_init__(self) -> None:
         if self.frame_ms not in (10, 20, 30):
@@ -193,6 +199,10 @@ class VadSegmenter:
         self._silent_run = 0
         self._paused_at: int | None = None  # the pause of the current silent run
         self.in_speech = False
+        # the frames before the stream's first utterance, with their energies (None: it
+        # opened, or the stream went on longer than ``opening_ms`` without one)
+        # and webrtcvad's verdict where it was asked (None: the energy gate said no first)
+        self._opening: list[tuple[np.ndarray, float, bool | None]] | None = []
 
     def feed(self, samples: np.ndarray) -> list[VadEvent]:
         self._pending = np.concatenate([self._pending, np.asarray(samples, np.float32)])
@@ -222,13 +232,42 @@ class VadSegmenter:
         return out
 
     def is_speech_frame(self, frame: np.ndarray) -> bool:
-        energy = 10.0 * np.log10(float(np.mean(frame.astype(np.float64) ** 2)) + 1e-12)
+        energy = _energy_db(frame)
         self._energies.append(energy)
-        floor = min(self._energies)
+        heard = self._heard(frame, energy, min(self._energies))
+        if self._opening is not None:
+            self._opening.append((frame, energy, heard))
+            if len(self._opening) * self.opt.frame_ms > self.opt.opening_ms:
+                self._opening = None
+        return bool(heard)
+
+    def _heard(self, frame: np.ndarray, energy: float, floor: float,
+               verdict: bool | None = None) -> bool | None:
+        """webrtcvad's verdict on a frame loud enough over ``floor`` (asked unless known);
+        None for one that is not."""
         if energy < self.opt.min_energy_db or energy < floor + self.opt.energy_margin_db:
-            return False
-        pcm = (np.clip(frame, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
-        return bool(self._classify(pcm))
+            return None
+        if verdict is None:
+            pcm = (np.clip(frame, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
+            verdict = bool(self._classify(pcm))
+        return verdict
+
+    def _opened_at(self) -> int | None:
+        """The first stream's first utterance opens: the index of the first frame of the
+        earliest onset among the frames before it, judged against the lowest floor seen by
+        now, if earlier than the ``_recent`` frames' (None: it is not)."""
+        frames, self._opening = self._opening, None
+        if not frames or self.opt.opening_ms <= 0:
+            return None
+        floor = min(e for _, e, _ in frames)
+        recent: deque[tuple[int, int]] = deque(maxlen=self.opt.onset_window)
+        for i, (frame, energy, verdict) in enumerate(frames[: -len(self._recent)]):
+            speech = bool(self._heard(frame, energy, floor, verdict))
+            recent.append((i, 2 if speech and self._tonal(frame) else int(speech)))
+            voiced = sum(k > 0 for _, k in recent)
+            if voiced >= self.opt.onset_frames and 2 * sum(k == 2 for _, k in recent) <= voiced:
+                return next(j for j, k in recent if k)
+        return None
 
     def _tonal(self, frame: np.ndarray) -> bool:
         o = self.opt
@@ -254,6 +293,12 @@ class VadSegmenter:
             start = pos + self._n - len(pre)
             first = next(i for i, k in enumerate(self._recent) if k)
             onset = max(start, pos - (len(self._recent) - 1 - first) * self._n)
+            frames = self._opening or []
+            at = self._opened_at()
+            if at is not None:  # (the stream began in speech: from there, with its pre-roll)
+                begin = max(0, at - len(self._pre) + 1)
+                pre = np.concatenate([f for f, _, _ in frames[begin:]])
+                start, onset = pos + self._n - len(pre), pos + self._n - (len(frames) - at) * self._n
             self._pre.clear()
             self._recent.clear()
             return [SpeechStart(start, onset), SpeechAudio(start, pre)]
@@ -285,6 +330,10 @@ class VadSegmenter:
             self._silent_run = 0
             self._paused_at = None
         return out
+
+
+def _energy_db(frame: np.ndarray) -> float:
+    return 10.0 * np.log10(float(np.mean(frame.astype(np.float64) ** 2)) + 1e-12)
 
 
 def utterance_spans(x: np.ndarray, options: VadOptions | None = None

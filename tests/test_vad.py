@@ -257,3 +257,38 @@ def test_a_pause_is_reported_before_the_hangover_and_confirmed_or_spoken_past(pa
     ev = run(seg, np.full(N * (21 + pause), 0.1, np.float32))
     (p,) = [e for e in ev if isinstance(e, SpeechPause)]
     assert isinstance(ev[-1], SpeechEnd) and ev[-1].paused_at == p.sample
+
+
+# -- a stream that starts in the middle of speech (a review's finding) ----------------------
+def test_a_stream_that_starts_on_steady_speech_keeps_its_first_word():
+    """The noise floor was seeded by the stream's own first frames: a stream that opens on a
+    word at one level (no quieter frame before it) had none of that word 6 dB above the
+    floor, and it never reached the decoder."""
+    rng = np.random.default_rng(0)
+    word = (0.3 * rng.standard_normal(int(0.4 * SR))).astype(np.float32)
+    audio = np.concatenate([word, gap(0.3), word, gap(1.0)])
+    ev = run(VadSegmenter(VadOptions(), lambda frame: True), audio)
+    assert min(e.sample for e in ev if isinstance(e, SpeechStart)) == 0, spans(ev)
+
+
+@pytest.mark.parametrize("cut", [6.11, 10.22, 18.44])
+def test_a_noisy_recording_joined_mid_speech_keeps_the_speech_before_its_first_pause(cut):
+    """real/en-03 (a 1949 field recording, noise 18 dB under the speech) from ``cut`` s on, as
+    a stream that starts while someone talks (a page or a meeting bot joining, a speaker's
+    new connection after a drop): "remember I" (0.0-2.0 s), "that around." (0.0-1.4 s), "when
+    I'm laying down and I" (0.0-1.4 s) were outside every utterance: the first opened at
+    3.3, 1.4 and 2.7 s."""
+    x = load16k("real/en-03.wav")[int(cut * SR):int((cut + 8) * SR)]
+    first = spans(run(real(), x))[0]
+    assert first[0] <= 0.1, spans(run(real(), x))
+
+
+def test_a_stream_that_starts_on_steady_noise_still_opens_nothing_then_speech_opens():
+    """The frames before a stream's first utterance are judged again against the floor known
+    then; steady noise is that floor, so none of it joins the speech after it."""
+    rng = np.random.default_rng(0)
+    noise = (0.02 * rng.standard_normal(SR * 4)).astype(np.float32)
+    speech = load16k("jfk.wav")[: SR * 3]
+    x = np.concatenate([noise, noise[: SR * 3] + speech, noise[: SR]])
+    s = spans(run(real(), x))
+    assert s and s[0][0] >= 3.6, s
