@@ -430,3 +430,14 @@ def test_outside_ray_the_engine_counts_the_process_cores():
 
 def test_speech_files_exist():
     assert (SPEECH / "jfk.wav").is_file(), "../shared/speech must sit beside the checkout"
+
+
+@pytest.mark.timeout(120)
+def test_a_stream_joined_in_the_middle_of_speech_keeps_its_first_words(live_server):
+    """real/en-03 from 6.11 s, as a page or a meeting bot joining while the man talks (or a
+    speaker's new connection after a drop): the VAD's noise floor was seeded by the speech
+    itself, and "I remember I" before the first pause never reached the decoder."""
+    x = load16k("real/en-03.wav")[int(6.11 * 16000):int(14.11 * 16000)]
+    res = stream(live_server, s16(x), speed=0.0)
+    check_finals_well_formed(res)
+    assert "remember" in normalize(res.text)[:4], res.text
