@@ -39,7 +39,8 @@ _BEARER = re.compile(r"(bearer\s+)\S+", re.IGNORECASE)
 # request headers, as websockets logs them at debug level: the whole Authorization value
 # (Deepgram's "Token X" too), and the token a browser puts among its WebSocket subprotocols
 _AUTH_HEADER = re.compile(r"(authorization:\s*)[^\r\n]*", re.IGNORECASE)
-_PROTOCOL_TOKEN = re.compile(r"((?:token|bearer)\s*,\s*)[^,\s\"']+", re.IGNORECASE)
+# (in a header line "token, X"; in an ASGI scope's list at trace level "'token', 'X'")
+_PROTOCOL_TOKEN = re.compile(r"((?:token|bearer)['\"]?\s*,\s*['\"]?)[^,\s\"']+", re.IGNORECASE)
 _OPENAI_KEY = re.compile(r"(openai-insecure-api-key\.)[^,\s\"']+", re.IGNORECASE)
 # a JSON member whose value is a string: "name": "value" (escapes included)
 _JSON_MEMBER = re.compile(r'"((?:[^"\\]|\\.)*)"\s*:\s*"((?:[^"\\]|\\.)*)"')
@@ -147,6 +148,14 @@ def _redact_arg(arg: object) -> object:
         return redact(arg)
     if _is_frame(arg):
         return frame_line(arg)
+    if isinstance(arg, dict) and isinstance(arg.get("query_string"), (bytes, bytearray)):
+        # (uvicorn's trace of a scope: its query is bytes, "b'tok%65n=X'", without the "?"
+        # that tells the query rules where a parameter's name begins)
+        query = bytes(arg["query_string"]).decode("latin-1")
+        clean = redact("?" + query)[1:]
+        if clean != query:
+            arg = {**arg, "query_string": clean.encode("latin-1")}
+            return redact(str(arg))
     if isinstance(arg, (dict, list, tuple, bytes, bytearray)):
         text = str(arg)
         clean = redact(text)

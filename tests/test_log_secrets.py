@@ -95,6 +95,20 @@ def test_an_asgi_scope_at_trace_level_hides_its_query_string():
     assert "SECRET" not in out and "Started scope={'type': 'websocket'" in out
 
 
+@pytest.mark.parametrize("scope", [
+    # an ops engineer's finding at --log-level trace: the subprotocol list, and a query whose
+    # parameter name is percent-encoded (the server reads both as the token)
+    {"type": "websocket", "subprotocols": ["token", "SPEAKSECRET123"]},
+    {"type": "websocket", "subprotocols": ["bearer", "SPEAKSECRET123"]},
+    {"type": "websocket", "query_string": b"tok%65n=SPEAKSECRET123"},
+    {"type": "websocket", "query_string": b"%74ok%65n=SPEAKSECRET123&x=1"},
+    {"type": "websocket", "query_string": b"a=1&api_key=SPEAKSECRET123"},
+])
+def test_a_trace_line_of_a_scope_hides_every_spelling_of_the_token(scope):
+    out = _logged("%s [%d] Started scope=%s", "127.0.0.1:5", 1, scope, name="uvicorn.asgi")
+    assert "SECRET" not in out and "Started scope={'type': 'websocket'" in out, out
+
+
 # --- ``whisperwire serve --log-level debug`` as users run it
 
 
