@@ -50,7 +50,7 @@ def _load_engine(args: argparse.Namespace, config):  # type: ignore[no-untyped-d
     try:
         resolve_model(args.model)  # a path that is not a model directory: say so, do not download
         if getattr(args, "draft_model", None):
-            resolve_model(args.draft_model)
+            resolve_model(args.draft_model, "--draft-model")
         if args.devices:
             engine: Engine | WorkerPool = WorkerPool(config.engine, parse_devices(args.devices),
                                                      cpu_threads_each=args.cpu_threads)
@@ -261,16 +261,22 @@ def _duration(text: str) -> float:
 
 def _longer_than_0(text: str) -> float:
     """A length of time that is more than 0: a limit of 0 closed every session at once."""
-    x = _duration(text)
-    if x == 0:
-        raise argparse.ArgumentTypeError("must be more than 0")
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (math.isfinite(x) and x > 0):  # (this flag's rule: "0 or more" read as if 0 went)
+        raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
     return x
 
 
 def _at_least_1(text: str) -> int:
-    n = _count(text)
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
     if n < 1:
-        raise argparse.ArgumentTypeError("must be 1 or more")
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {n}")
     return n
 
 
@@ -331,7 +337,7 @@ def _model_flags(g) -> None:  # type: ignore[no-untyped-def]
     g.add_argument("--draft-model", default=None,
                    help="a cheaper model for partials (e.g. tiny.en, or embedded); finals stay "
                         "the --model's")
-    g.add_argument("--main-step-ms", type=int, default=0,
+    g.add_argument("--main-step-ms", type=_count, default=0,
                    help="with --draft-model: the main model reads a window once this much audio "
                         "is new (0: every step; 1000 costs less and waits longer for finals)")
     g.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
@@ -355,30 +361,30 @@ def _policy_flags(g) -> None:  # type: ignore[no-untyped-def]
     from .session import StreamOptions
     from .vad import VadOptions
 
-    g.add_argument("--step-ms", type=int, default=StreamOptions.step_ms,
+    g.add_argument("--step-ms", type=_at_least_1, default=StreamOptions.step_ms,
                    help="re-decode after this much new speech")
-    g.add_argument("--overlap-ms", type=int, default=StreamOptions.overlap_ms,
+    g.add_argument("--overlap-ms", type=_count, default=StreamOptions.overlap_ms,
                    help="committed audio kept in the window as context")
-    g.add_argument("--busy-overlap-ms", type=int, default=StreamOptions.busy_overlap_ms,
+    g.add_argument("--busy-overlap-ms", type=_count, default=StreamOptions.busy_overlap_ms,
                    help="... in partial steps while the decoder is saturated (set it to "
                         "--overlap-ms to keep the full context under load)")
-    g.add_argument("--slow-hold-ms", type=int, default=StreamOptions.slow_hold_ms,
+    g.add_argument("--slow-hold-ms", type=_count, default=StreamOptions.slow_hold_ms,
                    help="... and for this much audio after a stream's own step lagged (more "
                         "than --step-ms of audio arrived while it decoded; 0: never)")
-    g.add_argument("--busy-alone-ms", type=int, default=StreamOptions.busy_alone_ms,
+    g.add_argument("--busy-alone-ms", type=_count, default=StreamOptions.busy_alone_ms,
                    help="... and such a step makes final, without a second step agreeing, "
                         "the words that end this long before its window's end (0: never)")
-    g.add_argument("--slow-careful-context-ms", type=int,
+    g.add_argument("--slow-careful-context-ms", type=_count,
                    default=StreamOptions.slow_careful_context_ms,
                    help="... and the committed speech careful decodes (utterance ends, checks) "
                         "keep meanwhile, when no other stream loads the decoder (0, the "
                         "default: their usual 8-10 s; 3000 cut a slow CPU's final p95 by a "
                         "third, 5.4 -> 3.5 s, for 3 points of WER)")
-    g.add_argument("--busy-careful-context-ms", type=int,
+    g.add_argument("--busy-careful-context-ms", type=_count,
                    default=StreamOptions.busy_careful_context_ms,
                    help="the committed speech careful decodes (utterance ends, checks) keep "
                         "while the decoder is saturated (0: their usual 10 s)")
-    g.add_argument("--holdback-ms", type=int, default=StreamOptions.holdback_ms,
+    g.add_argument("--holdback-ms", type=_count, default=StreamOptions.holdback_ms,
                    help="words ending this close to the window's end wait for the next decode")
     g.add_argument("--skip-retry-words", type=_count, default=StreamOptions.skip_retry_words,
                    help="a careful decode whose first word comes after this many words the "
@@ -397,9 +403,9 @@ def _policy_flags(g) -> None:  # type: ignore[no-untyped-def]
                    help="no word over audio without a voice: for a room with steady rumble "
                         "(fans, HVAC, wind), which the VAD takes for speech and Whisper reads "
                         "as words; speech in heavy noise, or whispered, may then say nothing")
-    g.add_argument("--beam-size", type=int, default=EngineOptions.beam_size,
+    g.add_argument("--beam-size", type=_at_least_1, default=EngineOptions.beam_size,
                    help="beam of partial decodes (careful decodes for finals use 5)")
-    g.add_argument("--encoder-granularity", type=float, default=2.0,
+    g.add_argument("--encoder-granularity", type=_duration, default=2.0,
                    help="encoder input = window rounded up to N s, plus N s (0: always 30 s)")
     g.add_argument("--vad-aggressiveness", type=int, default=2, choices=range(4),
                    help="webrtcvad's 0..3")

