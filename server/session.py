@@ -43,6 +43,10 @@ from .wire import Final, Language, Message, Partial, UtteranceEnd, Word
 
 __all__ = ["StreamOptions", "StreamSession"]
 
+# the channel's last word heard again in a new stream is that word within this much after its
+# end (a word said twice at a seam by one speaker is rarer than the aligner's slack)
+SEAM_SLACK_S = 0.15
+
 
 class _InFlight(NamedTuple):
     """The decode out: what was asked, for which utterance, why, and how."""
@@ -812,8 +816,10 @@ class StreamSession:
                 if (w.start + w.end) / 2 >= self._said and not self._was_last(w)]
 
     def _was_last(self, w: Word) -> bool:
+        """(Within ``SEAM_SLACK_S`` of it: the new stream's aligner may put the word heard
+        whole a little after the end of the one made final, 70 ms after a Ray redeploy.)"""
         last = self._said_last
-        return last is not None and w.start < last.end and w.end > last.start \
+        return last is not None and w.start < last.end + SEAM_SLACK_S and w.end > last.start \
             and unit_key(w.word) == unit_key(last.word)
 
     def _emit_final(self, words: list[Word], eou: bool) -> None:
