@@ -115,7 +115,7 @@ async def _refuse(ws: WebSocket, exc: ClientError, api: str, accepted: bool = Fa
     "connection open" for it as for a session (a page waiting for its speaker's session asks
     every 3 s: that one at debug)."""
     log.log(logging.DEBUG if exc.code == "unknown_session" else logging.INFO,
-            "event=refused api=%s code=%s", api, exc.code)
+            "event=refused api=%s code=%s message=%r", api, exc.code, exc.message)
     if not accepted:
         await ws.accept()
     await ws.send_text(wire.encode(wire.Error(exc.code, exc.message)))

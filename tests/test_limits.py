@@ -331,3 +331,22 @@ def test_a_refused_socket_is_a_log_line(engine, caplog):
     assert "event=refused api=listen code=server_full" in caplog.text, caplog.text
     assert "event=refused api=events code=bad_session" in caplog.text, caplog.text
 
+
+def test_a_refused_deepgram_stream_logs_which_parameter(live_server, caplog):
+    """Deepgram's SDK raises "Unexpected error when initializing websocket connection" for
+    every 400, dropping the body and ``dg-error`` that name the parameter: the operator of a
+    Pipecat or LiveKit agent could learn it only from our log, which said the code alone."""
+    import logging
+
+    import websockets
+
+    async def refused() -> None:
+        with contextlib.suppress(websockets.InvalidStatus):
+            async with websockets.connect(f"{live_server.url}/deepgram/v1/listen?diarize=true"):
+                pass
+
+    caplog.set_level(logging.INFO, "whisperwire.server")
+    asyncio.run(refused())
+    line = next(x for x in caplog.text.splitlines() if "event=refused api=deepgram" in x)
+    assert "code=unsupported_parameter" in line and "diarize" in line, line
+

@@ -474,7 +474,9 @@ async def _deny(ws: WebSocket, exc: ClientError) -> None:
     """Refuse the upgrade with Deepgram's HTTP status and JSON body (its SDKs raise an error
     with that status); where the server cannot send one, an ``Error`` message and a close."""
     status, body = error_body(exc, str(uuid.uuid4()))
-    log.info("event=refused api=deepgram code=%s", exc.code)
+    # (the reason said: Deepgram's SDK drops the body and dg-error, so an operator of a
+    # Pipecat or LiveKit agent reads which parameter was refused only here)
+    log.info("event=refused api=deepgram code=%s message=%r", exc.code, exc.message)
     uv = logging.getLogger("uvicorn.error")
     if _FILTER not in uv.filters:
         uv.addFilter(_FILTER)

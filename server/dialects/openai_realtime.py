@@ -379,7 +379,7 @@ async def realtime(server: WhisperWire, ws: WebSocket) -> None:
         _, transcript = server.admit(token, lambda: wire.ListenParams(sample_rate=RATE))
     except ClientError as exc:
         server.metrics.errors.labels(exc.code).inc()
-        log.info("event=refused api=openai-realtime code=%s", exc.code)
+        log.info("event=refused api=openai-realtime code=%s message=%r", exc.code, exc.message)
         await ws.accept(subprotocol=sub)
         await ws.send_text(json.dumps({"type": "error", "event_id": _id("event_"), "error": {
             "type": error_type(exc.code), "code": exc.code, "message": exc.message,
