@@ -224,6 +224,9 @@ class VadSegmenter:
             self.in_speech = False
         self._pos += len(self._pending)
         self._pending = np.zeros(0, np.float32)
+        # (the frames before a flush are another stream's: an OpenAI manual commit flushes and
+        # the session goes on; its partial frame dropped, they are no longer contiguous)
+        self._opening = None
         self._pre.clear()
         self._recent.clear()
         self._tonal_run = 0

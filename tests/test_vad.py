@@ -292,3 +292,19 @@ def test_a_stream_that_starts_on_steady_noise_still_opens_nothing_then_speech_op
     x = np.concatenate([noise, noise[: SR * 3] + speech, noise[: SR]])
     s = spans(run(real(), x))
     assert s and s[0][0] >= 3.6, s
+
+
+def test_the_look_back_stops_at_a_flush():
+    """A review's finding: an OpenAI manual commit flushes the VAD and the session goes on
+    feeding it; a first turn that opened no utterance (a short steady phrase) was reached
+    back into by the next turn's first utterance, its audio labelled 260 samples late."""
+    rng = np.random.default_rng(0)
+    word = (0.3 * rng.standard_normal(6500)).astype(np.float32)  # (not whole 30 ms frames)
+    seg = VadSegmenter(VadOptions(), lambda frame: True)
+    assert not [e for e in seg.feed(word) + seg.flush() if isinstance(e, SpeechStart)]
+    later = np.concatenate([gap(0.3), word, gap(1.0)])
+    stream = np.concatenate([word, later])
+    ev = seg.feed(later) + seg.flush()
+    assert all(np.array_equal(e.samples, stream[e.sample:e.sample + len(e.samples)])
+               for e in ev if isinstance(e, SpeechAudio))
+    assert min(e.sample for e in ev if isinstance(e, SpeechStart)) >= len(word)
