@@ -345,10 +345,10 @@ class StreamSession:
                 return u.available, Kind.CHECK
             u.check_until = None
         if u.force_at is not None:
-            ready = u.force_at if u.force_short else int(
-                u.buffer.committed_end * MODEL_RATE) + o.samples(o.min_final_ms)
-            if u.available >= max(u.force_at, ready):
-                return u.available, Kind.FORCED
+            ready = u.force_at if u.force_short else max(u.force_at, int(
+                u.buffer.committed_end * MODEL_RATE) + o.samples(o.min_final_ms))
+            if u.available >= ready:
+                return ready, Kind.FORCED
         if u.early is not None:
             return None  # out or held: no step until the VAD says whether the pause ended it
         # (not under load: a pause that was no end costs it; nor for a window shorter than

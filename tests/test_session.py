@@ -3217,3 +3217,34 @@ def test_a_finalize_after_a_short_one_still_out_waits_for_its_own_audio():
     s.finalize()
     s.decoded(req.id, dec(req))
     assert s.finalize_waits and s.next_decode() is None
+
+
+@pytest.mark.parametrize("late", [0.1, 0.25, 0.4])
+def test_a_finalizes_window_ends_where_it_was_asked_not_in_the_speech_that_came_after(late):
+    """Pipecat's VAD stops after 0.2 s of a pause and sends ``Finalize``; the speaker goes on
+    ("Probably | not the best thing"), and the forced decode, asked when the decoder was
+    free, read to the audio's end then: it cut "not", and "Probably no." was final, then "The
+    best" (a voice-agent developer's finding; replayed, 3 of 6 draws). The forced window ends
+    where the finalize was asked (or where ``min_final_ms`` has it wait to); what came after
+    is the next window's."""
+    audio, truth = make_stream(12)  # w4 is said 3.0-3.4 s, a gap, w5 3.5-3.9 s
+    s = StreamSession(StreamOptions(), energy_vad())
+    dec, got = ScriptedDecoder(truth), []
+
+    def feed(a: float, b: float, decode: bool = True) -> None:
+        for i in range(int(a * SR), int(b * SR), 480):
+            s.feed_audio(audio[i : min(i + 480, int(b * SR))])
+            while decode and (r := s.next_decode()) is not None:
+                s.decoded(r.id, dec(r))
+            got.extend((e, s.answers(e)) for e in s.events())
+
+    feed(0, 3.45)
+    s.finalize()  # (in the gap after w4)
+    feed(3.45, 3.45 + late, decode=False)  # (the decoder busy meanwhile: w5 begins)
+    feed(3.45 + late, len(audio) / SR)
+    words = [w.word for e, _ in got if isinstance(e, Final) for w in e.words]
+    assert not [w for w in words if "~" in w], words
+    answer = next(e for e, n in got if n)
+    assert answer.text.split()[-1] == "w4" and answer.end <= 3.45, answer
+    assert " ".join(e.text for e, _ in got if isinstance(e, Final)).split() == \
+        [w[0] for w in truth]
