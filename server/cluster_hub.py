@@ -40,7 +40,8 @@ from typing import Any
 
 from . import wire
 from .errors import ClientError
-from .hub import Hub, Outbox, Transcript, known_language, new_session_id, on_channel_clock
+from .hub import (Hub, Outbox, Transcript, known_language, new_session_id, on_channel_clock,
+                  with_languages)
 from .wire import Channel, Closed, Final, Language, Message, Partial, UtteranceEnd
 
 __all__ = ["ClusterHub", "Directory", "directory"]
@@ -139,7 +140,7 @@ class Directory:
         ch.owner, ch.claim, ch.next_batch, ch.pending = owner, self._claims, 0, {}
         return {"session": sid, "claim": ch.claim, "finals": list(ch.finals),
                 "offset": ch.offset, "speakers": ch.speakers, "turns": list(ch.turns),
-                "instance": ch.instance}
+                "instance": ch.instance, "languages": [list(x) for x in ch.languages]}
 
     async def adopt(self, session: str, owner: str, pid: int, claim: int, batch: int,
                     state: dict) -> dict:
@@ -159,7 +160,8 @@ class Directory:
             offset=state["offset"], audio_seconds=state["offset"], heard=state["heard"],
             speakers=state["speakers"], turns=list(state["turns"]), instance=state["instance"],
             said=state.get("said"))
-        for text in ch.finals:
+        ch.languages = [(n, x) for n, x in state.get("languages", ())]
+        for text in with_languages(ch.finals, ch.languages):
             ch.bump()
             ch.log.append((ch.seq, text))
         _, orphans = self.orphans.pop((session, claim), (0.0, {}))
@@ -405,7 +407,8 @@ class ClusterHub(Hub):
             state = {"finals": [wire.encode(f) for f in t.finals], "offset": t.offset,
                      "heard": own[-1].end - t.offset if own else 0.0,
                      "speakers": t.speakers, "turns": list(t.turns), "instance": t.instance,
-                     "said": t.said}
+                     "said": t.said,
+                     "languages": [[n, wire.encode(x)] for n, x in t.languages]}
             # (the transcript and the batch number are read together: the batches sent after
             # this call are the ones it does not hold)
             ref = self.actor.adopt.remote(sid, self.owner, self.pid, claim, self._batches[sid],
@@ -433,7 +436,8 @@ class ClusterHub(Hub):
             raise ClientError(r["error"], r["message"])
         sid = r["session"]
         t = Transcript(sid, finals=[wire.decode(f) for f in r["finals"]], offset=r["offset"],
-                       speakers=r["speakers"], turns=r["turns"], instance=r["instance"])
+                       speakers=r["speakers"], turns=r["turns"], instance=r["instance"],
+                       languages=[(n, wire.decode(x)) for n, x in r.get("languages", ())])
         self._sessions[sid], self._claims[sid], self._batches[sid] = t, r["claim"], 0
         return t
 

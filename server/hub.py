@@ -23,6 +23,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from .errors import ClientError
 from .subtitles import at_turns, close_utterance
@@ -31,6 +32,9 @@ from .wire import Channel, Closed, Final, Language, Message, Partial, Status, Ut
 
 __all__ = ["Hub", "Outbox", "Transcript", "known_language", "new_session_id", "on_channel_clock",
            "resume_at", "with_languages"]
+
+
+T = TypeVar("T")
 
 
 def new_session_id() -> str:
@@ -157,11 +161,10 @@ def on_channel_clock(msg: Message, offset: float) -> Message:
     return dataclasses.replace(msg, start=msg.start + offset, end=msg.end + offset)
 
 
-def with_languages(finals: list[Final], languages: list[tuple[int, Language]]
-                   ) -> list[Final | Language]:
+def with_languages(finals: list[T], languages: list[tuple[int, T]]) -> list[T]:
     """A channel's finals with each change of the captions' language before the first final
-    said in it (``languages``: the number of finals before each)."""
-    out: list[Final | Language] = []
+    said in it (``languages``: the number of finals before each); messages, or their JSON."""
+    out: list[T] = []
     i = 0
     for n, lang in languages:
         out += finals[i:n]

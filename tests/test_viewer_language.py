@@ -145,3 +145,102 @@ def test_a_language_changed_back_and_forth_keeps_one_per_final_and_late_viewers_
         return snap
 
     assert len(asyncio.run(go())["languages"]) == 1
+
+
+# -- under Ray: the real Directory and ClusterHub, the actor's calls made in-process (a review's
+# finding: a directory restarted empty lost the languages, and each speaker kept one again)
+import concurrent.futures  # noqa: E402
+import types  # noqa: E402
+
+from whisperwire.server.cluster_hub import ClusterHub  # noqa: E402
+from whisperwire.server.wire import Closed  # noqa: E402
+
+
+def eager(coro):
+    try:
+        coro.send(None)
+    except StopIteration as e:
+        return e.value
+    raise RuntimeError("the call waited")
+
+
+class Ref:
+    def __init__(self, v):
+        self.v = v
+
+    def future(self):
+        f = concurrent.futures.Future()
+        f.set_result(self.v)
+        return f
+
+
+class Actor:
+    def __init__(self, d):
+        self.d = d
+
+    def __getattr__(self, name):
+        fn = getattr(self.d, name)
+        return types.SimpleNamespace(remote=lambda *a, **k: Ref(eager(fn(*a, **k))))
+
+
+def cluster_hub(d, owner="replica-a"):
+    hub = ClusterHub(Actor(d), owner)
+    hub._call = lambda ref: ref.v  # noqa: SLF001
+    return hub
+
+
+def primed(hub, sid):
+    """What a viewer that joins on another replica is sent first."""
+    v = hub.watch(sid)
+    hub._mirrors[sid].task.cancel()  # noqa: SLF001 (no long poll in this test)
+    return list(v._q)  # noqa: SLF001
+
+
+def test_after_the_directory_restarts_a_late_viewer_still_learns_the_language():
+    async def go():
+        d1 = Directory()
+        hub = cluster_hub(d1)
+        t = hub.open("chan")
+        hub.publish(t, Language("zh", 0.93, 0.0, "traditional"))
+        hub.publish(t, final(0, "我們", 0.5))
+        before = [m.type for m in primed(cluster_hub(d1, "replica-b"), "chan")]
+        d2 = Directory()  # Ray restarted the directory actor, empty (max_restarts=-1)
+        hub.actor = Actor(d2)
+        assert await hub._give_back()  # noqa: SLF001 (the live channel given back)
+        hub.publish(t, Language("zh", 0.95, 12.0, "traditional"))  # detected again: same
+        hub.publish(t, final(1, "走吧", 12.5))
+        after = [m.type for m in primed(cluster_hub(d2, "replica-b"), "chan")]
+        return before, after
+
+    before, after = asyncio.run(go())
+    assert before == ["channel", "language", "final"]
+    assert after == ["channel", "language", "final", "final"], after
+
+
+def test_the_same_language_again_is_not_kept_under_ray_either():
+    """The single-process hub keeps (and sends) one ``language`` for two speakers in the same
+    language (tests/test_channels.py: "the captions' language once"); the cluster's does not."""
+    def speakers(hub):
+        for i in range(2):
+            t = hub.open("chan")
+            hub.publish(t, Language("en", 1.0, 0.0))
+            hub.publish(t, final(i, f"w{i}", 0.0))
+            hub.publish(t, Closed("client_close", 2.0))
+            hub.end(t, 2.0)
+
+    local = Hub()
+    speakers(local)
+    one = [m.type for m in primed_local(local)]
+
+    async def go():
+        d = Directory()
+        speakers(cluster_hub(d))
+        return [m.type for m in primed(cluster_hub(d, "replica-b"), "chan")]
+
+    ray = asyncio.run(go())
+    assert one == ["channel", "language", "final", "final", "closed"]
+    assert ray == one, ray
+
+
+def primed_local(hub):  # type: ignore[no-untyped-def]
+    return list(hub.watch("chan")._q)  # noqa: SLF001
