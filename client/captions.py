@@ -186,7 +186,7 @@ def main(args: Any) -> int:
         args.token = check_token(args.token)
         url = ws_url(args.url)
         check_output(args.output)
-        printer = CaptionPrinter(one_per_line=getattr(args, "lines", False))
+        printer = CaptionPrinter(one_per_line=getattr(args, "lines", False), viewer=True)
 
         msgs: list[wire.Message] = []
 

@@ -48,10 +48,10 @@ def _split_word(word: str, width: int) -> list[str]:
 _PAIRS = ("「」", "『』", "《》", "〈〉", "【】", "〔〕", "（）", "“”", "‘’", "()")
 
 
-def _in_quote(line: str) -> bool:
-    """Whether ``line`` opened a quotation (or bracket) it has not closed: a sentence ended
-    inside it ("他说：「我们走吧。") is closed by a mark the next final may open with."""
-    return any(line.count(o) > line.count(c) for o, c in _PAIRS)
+def _open_quotes(text: str) -> int:
+    """How many quotations (or brackets) ``text`` opened and has not closed: a sentence ended
+    inside them ("他说：「我们走吧。") is closed by marks the next final may open with."""
+    return sum(max(0, text.count(o) - text.count(c)) for o, c in _PAIRS)
 
 
 def _room_for_mark(last: str) -> str:
@@ -107,9 +107,14 @@ class Flow:
         for i, word in enumerate(words):
             # a closing mark never starts a line: the character before it goes down with it
             # (with every mark after it: "好。”")
-            mark = "".join(itertools.takewhile(closes, words[i + 1:])).replace(" ", "")
+            trailing = list(itertools.takewhile(closes, words[i + 1:]))
+            mark = "".join(trailing).replace(" ", "")
             if i == len(words) - 1:
-                mark = _room_for_mark(word) or ("」" if _in_quote(self._said + word) else "")
+                mark = _room_for_mark(word)
+            if i + len(trailing) == len(words) - 1:  # (the final's last unit and its marks)
+                # ... and room for the closing marks of every quotation still open ("』」"),
+                # which the next final may open with
+                mark += "」" * _open_quotes(self._said + "".join(words[i:]))
             for piece in _split_word(word.strip(), width):
                 sep = " " if self.line and not glue and needs_space(self.line, piece) else ""
                 glue = False
@@ -122,7 +127,7 @@ class Flow:
                 out.append(piece)
         self._last_end = end
         if self.line and (self.one_per_line or text.rstrip().endswith(SENTENCE_ENDS)):
-            if not self.one_per_line and _in_quote(self._said):
+            if not self.one_per_line and _open_quotes(self._said):
                 self._held = True
             else:
                 out.append(self._newline(True))
@@ -187,7 +192,8 @@ class CaptionPrinter:
 
     def __init__(self, out: TextIO | None = None, show_level: bool = False,
                  one_per_line: bool = False, width: int | None = None,
-                 url: str | None = None) -> None:
+                 url: str | None = None, viewer: bool = False) -> None:
+        self.viewer = viewer  # (``whisperwire captions``: a channel's viewer, not its speaker)
         out = self.out = out or sys.stdout  # (at construction: a redirected stdout counts)
         tty = bool(getattr(out, "isatty", lambda: False)())
         width = width or (shutil.get_terminal_size().columns if tty else 80)
@@ -219,8 +225,8 @@ class CaptionPrinter:
             self._write(self.flow.end())
             print(f"whisperwire: {server_error_sentence(m)}", file=sys.stderr)
         elif isinstance(m, wire.Language):  # (stderr: captions stay clean)
-            # language=auto decided; a viewer is also told a language asked for (p 1)
-            how = f" (detected, p={m.probability:.2f})" if m.probability < 1 else ""
+            # a speaker is told a language detected (language=auto); a viewer each speaker's
+            how = "" if self.viewer else f" (detected, p={m.probability:.2f})"
             print(f"whisperwire: language {m.language}{how}", file=sys.stderr)
 
     def notice(self, text: str) -> None:

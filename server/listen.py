@@ -628,7 +628,8 @@ class ListenConnection:
         if lang in (None, "auto"):
             return
         script = script_for("zh", s.zh_script) if lang == "zh" else None
-        self.hub.publish(self.transcript, wire.Language(lang, 1.0, 0.0, script))
+        # (from here on: a realtime ``session.update`` may change it mid-stream)
+        self.hub.publish(self.transcript, wire.Language(lang, 1.0, s.audio_seconds, script))
 
     # -- output ----------------------------------------------------------------------------
     async def _status(self) -> None:

@@ -46,3 +46,13 @@ def test_a_sentence_ended_inside_a_quotation_ends_its_line_after_the_closing_mar
     assert f.final("我们走吧。", 0, 1).endswith("\n")
     # and the line held for the mark ends when the next final has none
     assert flow(40, ("他说：「走吧。", 0, 1), ("然后走了。", 1.1, 2)) == ["他说：「走吧。", "然后走了。"]
+
+
+def test_a_line_held_for_nested_closing_marks_keeps_room_for_all_of_them():
+    """A review's finding: room was kept for one "」", and "』」" made a 30-cell line at 28."""
+    from whisperwire.client.printer import cells
+
+    for width in (28, 29):
+        lines = flow(width, ("他说：「她说：『我们走吧。", 0, 1), ("』」然后走了。", 1.1, 2))
+        assert all(cells(x) <= width for x in lines), (width, lines)
+        assert not any(closes(x[:1]) for x in lines), lines

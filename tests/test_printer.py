@@ -169,14 +169,18 @@ def test_a_closing_mark_never_starts_a_terminal_line():
     assert "".join(lines) == text and not any(closes(x[:1]) for x in lines), lines
 
 
-def test_a_language_asked_for_is_not_called_detected(capsys):
+def test_a_viewer_is_not_told_a_language_was_detected(capsys):
     """A viewer (``whisperwire captions``) is told each speaker's captions' language, also
-    one the speaker asked for: only a detected one says so, with its probability."""
+    one the speaker asked for: it does not call it detected. A speaker is told only a
+    detected one, which says so (p rounds to 1.0 for a sure one: a review's finding)."""
     from whisperwire.client.printer import CaptionPrinter
     from whisperwire.server.wire import Language
 
-    p = CaptionPrinter()
-    p(Language("en", 1.0, 0.0))
-    p(Language("zh", 0.93, 4.0, "simplified"))
+    viewer = CaptionPrinter(viewer=True)
+    viewer(Language("en", 1.0, 0.0))
+    speaker = CaptionPrinter()
+    speaker(Language("zh", 0.93, 4.0, "simplified"))
+    speaker(Language("en", 1.0, 0.0))
     assert capsys.readouterr().err.splitlines() == [
-        "whisperwire: language en", "whisperwire: language zh (detected, p=0.93)"]
+        "whisperwire: language en", "whisperwire: language zh (detected, p=0.93)",
+        "whisperwire: language en (detected, p=1.00)"]

@@ -15,6 +15,7 @@ from viewing import speak, view
 from whisperwire.server import wire
 from whisperwire.server.cluster_hub import Directory
 from whisperwire.server.hub import Hub
+from whisperwire.server.listen import ListenConnection
 from whisperwire.server.wire import Final, Language, Word
 
 
@@ -145,6 +146,25 @@ def test_a_language_changed_back_and_forth_keeps_one_per_final_and_late_viewers_
         return snap
 
     assert len(asyncio.run(go())["languages"]) == 1
+
+
+from types import SimpleNamespace  # noqa: E402
+
+def test_a_language_asked_for_mid_stream_starts_where_it_was_asked():
+    hub = Hub()
+    t = hub.open("chan")
+    v = hub.watch("chan")
+    session = SimpleNamespace(task="transcribe", language="en", zh_script=None,
+                              audio_seconds=0.0)
+    conn = SimpleNamespace(session=session, engine=SimpleNamespace(languages=("en", "fr")),
+                           hub=hub, transcript=t)
+    ListenConnection.tell_viewers_language(conn)  # run(): the session starts in English
+    session.audio_seconds = 30.0
+    session.language = "fr"  # session.update {"input_audio_transcription": {"language": "fr"}}
+    ListenConnection.tell_viewers_language(conn)
+    langs = [m for m in v._q if isinstance(m, Language)]  # noqa: SLF001
+    assert [x.language for x in langs] == ["en", "fr"]
+    assert langs[-1].start >= 30.0, langs[-1]
 
 
 # -- under Ray: the real Directory and ClusterHub, the actor's calls made in-process (a review's
