@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from subtitle_check import check_cues
+from viewing import drained
 from whisperwire.server import subtitles, wire
 from whisperwire.server.cluster_hub import Directory
 from whisperwire.server.hub import Hub
@@ -78,18 +79,6 @@ def test_the_cluster_directory_keeps_the_turns_too():
     assert subtitles.to_txt(subtitles.at_turns(finals, snap["turns"])) == f"{FIRST}\n{SECOND}\n"
 
 
-def _drain(v) -> list:  # type: ignore[no-untyped-def]
-    v.finish()
-
-    async def go() -> list:
-        out = []
-        while (m := await v.next()) is not None:
-            out.append(m)
-        return out
-
-    return asyncio.run(go())
-
-
 def test_an_utterance_end_after_a_final_breaks_the_line_everywhere():
     """Every word of "... for your country." was final before the speaker stopped, so no final
     carried the end; the ``utterance_end`` that said it went only to the speaker, and 4 s later
@@ -103,7 +92,7 @@ def test_an_utterance_end_after_a_final_breaks_the_line_everywhere():
     hub.publish(t, speaker_finals(FIRST, 1, False)[0])
     hub.publish(t, wire.UtteranceEnd(3.6))
     hub.publish(t, speaker_finals(SECOND, 2, False, at=7.2)[0])
-    got = _drain(live)
+    got = drained(live)
     ends = [m for m in got if isinstance(m, wire.UtteranceEnd)]
     assert ends == [wire.UtteranceEnd(8.6)], got
     assert [m.type for m in got] == ["channel", "final", "final", "utterance_end", "final"]
@@ -111,7 +100,7 @@ def test_an_utterance_end_after_a_final_breaks_the_line_everywhere():
         f"one two three.\n{FIRST}\n{SECOND}\n"
     cues = check_cues(subtitles.to_srt(subtitles.at_turns(t.finals, t.turns)), vtt=False)
     assert [" ".join(c[2]) for c in cues][-2:] == [FIRST, SECOND]
-    late = [m for m in _drain(hub.watch("chan")) if isinstance(m, Final)]
+    late = [m for m in drained(hub.watch("chan")) if isinstance(m, Final)]
     assert [f.eou for f in late] == [True, True, False]
     assert [f.text for f in t.finals] == ["one two three.", FIRST, SECOND], "the text never changes"
 

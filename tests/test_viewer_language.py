@@ -8,31 +8,22 @@ cases with base are in ``test_lang_e2e.py``)."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import types
+from types import SimpleNamespace
 
 import pytest
 from conftest import load16k, run, s16
-from viewing import speak, view
+from viewing import drained, speak, view
 from whisperwire.server import wire
-from whisperwire.server.cluster_hub import Directory
+from whisperwire.server.cluster_hub import ClusterHub, Directory
 from whisperwire.server.hub import Hub
 from whisperwire.server.listen import ListenConnection
-from whisperwire.server.wire import Final, Language, Word
+from whisperwire.server.wire import Closed, Final, Language, Word
 
 
 def final(segment: int, text: str, start: float) -> Final:
     return Final(segment, text, start, start + 1.0, (Word(text, start, start + 1.0, 0.9),))
-
-
-def drain(v) -> list:  # type: ignore[no-untyped-def]
-    v.finish()
-
-    async def go() -> list:
-        out = []
-        while (m := await v.next()) is not None:
-            out.append(m)
-        return out
-
-    return asyncio.run(go())
 
 
 def test_a_viewer_gets_the_detected_language_on_the_channels_clock():
@@ -44,7 +35,7 @@ def test_a_viewer_gets_the_detected_language_on_the_channels_clock():
     live = hub.watch("chan")
     hub.publish(t, Language("zh", 0.93, 1.5, "traditional"))
     hub.publish(t, final(1, "我們", 1.5))
-    got = drain(live)
+    got = drained(live)
     assert [m.type for m in got] == ["channel", "final", "language", "final"], got
     assert got[2] == Language("zh", 0.93, 6.5, "traditional")
 
@@ -60,7 +51,7 @@ def test_a_late_viewer_gets_each_language_before_the_finals_in_it():
     t = hub.open("chan")
     hub.publish(t, Language("zh", 0.93, 1.5, "simplified"))
     hub.publish(t, final(1, "我们", 1.5))
-    got = drain(hub.watch("chan"))
+    got = drained(hub.watch("chan"))
     assert [(m.type, getattr(m, "language", None)) for m in got] == [
         ("channel", None), ("language", "en"), ("final", None), ("language", "zh"),
         ("final", None)], got
@@ -118,7 +109,7 @@ def test_the_same_language_again_is_not_kept_nor_sent():
     for _ in range(1000):
         hub.publish(t, Language("zh", 1.0, 0.0, "traditional"))
     hub.publish(t, Language("zh", 1.0, 0.0, "simplified"))
-    assert [m.type for m in drain(live)] == ["channel", "language", "language"]
+    assert [m.type for m in drained(live)] == ["channel", "language", "language"]
     assert [x.script for _, x in t.languages] == ["simplified"]  # (no final said in the first)
 
 
@@ -133,7 +124,7 @@ def test_a_language_changed_back_and_forth_keeps_one_per_final_and_late_viewers_
     for i in range(2000):
         hub.publish(t, Language("en" if i % 2 else "fr", 1.0, 0.0))
     assert len(t.languages) == 1 and t.languages[-1][1].language == "en"
-    got = drain(hub.watch("room"))
+    got = drained(hub.watch("room"))
     assert [m.type for m in got] == ["channel"] + ["final"] * 10 + ["language"], got
 
     async def go() -> dict:
@@ -148,9 +139,9 @@ def test_a_language_changed_back_and_forth_keeps_one_per_final_and_late_viewers_
     assert len(asyncio.run(go())["languages"]) == 1
 
 
-from types import SimpleNamespace  # noqa: E402
-
 def test_a_language_asked_for_mid_stream_starts_where_it_was_asked():
+    """An OpenAI realtime ``session.update`` that changes the language 30 s in: viewers were
+    told the captions were French from 0 s (a review's finding)."""
     hub = Hub()
     t = hub.open("chan")
     v = hub.watch("chan")
@@ -169,13 +160,6 @@ def test_a_language_asked_for_mid_stream_starts_where_it_was_asked():
 
 # -- under Ray: the real Directory and ClusterHub, the actor's calls made in-process (a review's
 # finding: a directory restarted empty lost the languages, and each speaker kept one again)
-import concurrent.futures  # noqa: E402
-import types  # noqa: E402
-
-from whisperwire.server.cluster_hub import ClusterHub  # noqa: E402
-from whisperwire.server.wire import Closed  # noqa: E402
-
-
 def eager(coro):
     try:
         coro.send(None)

@@ -96,3 +96,16 @@ async def speak(url: str, pcm: bytes, *, session: str | None = None, token: str 
             pass
         code = ws.close_code
     return out, code
+
+
+def drained(v) -> list[wire.Message]:  # type: ignore[no-untyped-def]
+    """Everything a hub outbox (a viewer without a socket) holds, once it is finished."""
+    v.finish()
+
+    async def go() -> list[wire.Message]:
+        out = []
+        while (m := await v.next()) is not None:
+            out.append(m)
+        return out
+
+    return asyncio.run(go())
