@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from subtitle_check import check_cues
-from viewing import drained
+from viewing import directory_after, drained
 from whisperwire.server import subtitles, wire
 from whisperwire.server.cluster_hub import Directory
 from whisperwire.server.hub import Hub
@@ -109,19 +109,8 @@ def test_the_cluster_directory_keeps_the_utterance_end_too():
     """Under Ray Serve: the directory's log carries the ``utterance_end`` to the replicas
     that follow the channel, and its snapshot (downloads, late viewers) has the final closed."""
 
-    async def go() -> tuple[dict, dict]:
-        d = Directory()
-        c = await d.claim("chan", "replica-a")
-        events = [wire.encode(speaker_finals(FIRST, 0, False)[0]),
-                  wire.encode(wire.UtteranceEnd(3.6)),
-                  wire.encode(speaker_finals(SECOND, 1, False, at=7.2)[0])]
-        await d.publish("chan", c["claim"], 0, events)
-        snap = await d.snapshot("chan")
-        news = await d.since("chan", 0, 0.1)
-        assert snap is not None and news is not None
-        return snap, news
-
-    snap, news = asyncio.run(go())
+    snap, news = directory_after([speaker_finals(FIRST, 0, False)[0], wire.UtteranceEnd(3.6),
+                                  speaker_finals(SECOND, 1, False, at=7.2)[0]])
     finals = [wire.decode(f) for f in snap["finals"]]
     assert [f.eou for f in finals] == [True, False]
     assert subtitles.to_txt(finals) == f"{FIRST}\n{SECOND}\n"

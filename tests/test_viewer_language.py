@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 from conftest import load16k, run, s16
-from viewing import drained, speak, view
+from viewing import directory_after, drained, speak, view
 from whisperwire.server import wire
 from whisperwire.server.cluster_hub import ClusterHub, Directory
 from whisperwire.server.hub import Hub
@@ -58,18 +58,7 @@ def test_a_late_viewer_gets_each_language_before_the_finals_in_it():
 
 
 def test_the_cluster_directory_keeps_the_language_for_viewers_on_every_replica():
-    async def go() -> tuple[dict, dict]:
-        d = Directory()
-        c = await d.claim("chan", "replica-a")
-        events = [wire.encode(Language("zh", 0.9, 1.0, "traditional")),
-                  wire.encode(final(0, "我們", 1.0))]
-        await d.publish("chan", c["claim"], 0, events)
-        snap = await d.snapshot("chan")
-        news = await d.since("chan", 0, 0.1)
-        assert snap is not None and news is not None
-        return snap, news
-
-    snap, news = asyncio.run(go())
+    snap, news = directory_after([Language("zh", 0.9, 1.0, "traditional"), final(0, "我們", 1.0)])
     assert [wire.decode(e).type for e in news["events"]] == ["language", "final"]
     assert [(i, wire.decode(x)) for i, x in snap["languages"]] == [
         (0, Language("zh", 0.9, 1.0, "traditional"))]

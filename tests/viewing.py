@@ -109,3 +109,20 @@ def drained(v) -> list[wire.Message]:  # type: ignore[no-untyped-def]
         return out
 
     return asyncio.run(go())
+
+
+def directory_after(events: list[wire.Message]) -> tuple[dict, dict]:
+    """A cluster directory (driven in process) after one speaker's batch of ``events`` on
+    channel "chan": its snapshot (downloads, late viewers) and its news since the start (what
+    replicas following the channel get)."""
+    from whisperwire.server.cluster_hub import Directory
+
+    async def go() -> tuple[dict, dict]:
+        d = Directory()
+        c = await d.claim("chan", "replica-a")
+        await d.publish("chan", c["claim"], 0, [wire.encode(e) for e in events])
+        snap, news = await d.snapshot("chan"), await d.since("chan", 0, 0.1)
+        assert snap is not None and news is not None
+        return snap, news
+
+    return asyncio.run(go())
