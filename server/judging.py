@@ -74,6 +74,7 @@ class _Reading:
     silent_from: float  # see Judge.silent_from
     lapsed: bool  # a translation that lapsed into the source's script
     repeats_said: bool  # phrases said again may be the speaker's (Judge._spoken)
+    audio_end: float  # where the window's audio ends (a word squeezed there was cut by it)
 
 
 class Judge:
@@ -376,13 +377,13 @@ class Judge:
         head = repeated_head(prefix, keys)
         skip = max(head, restarted_head(prefix, keys))
         g = _Reading(req, r, out, keys, prefix, unsaid, committed or [], committed_end,
-                     silent_from, lapsed, repeats_said)
+                     silent_from, lapsed, repeats_said, win_end)
         # ... unless the speaker said that phrase again ("Can you hear me? Can you hear me?";
         # "I think so, I think" final, then "so."): unless what follows then loops from its
         # first word on ("Go, go, go!" final, then "Go, go, go!" with time), which was the
         # re-read. (A restart from the prefix's start, restarted_head, stays one.)
         if (skip and skip == head and not self.degenerate(r)
-                and said_on(out[:skip], committed_end, silent_from)):
+                and said_on(out[:skip], committed_end, silent_from, win_end)):
             kept, verdict = self._past_head(0, g)
             if verdict != Verdict.REJECTED:
                 return kept, verdict
@@ -400,8 +401,7 @@ class Judge:
         # the second "know the biscuit?" squeezed: cut after it, "Does he" was said twice)
         cut = loop_start(prefix, keys)
         if g.repeats_said:
-            cut = self._spoken(prefix, out, keys, cut, heard, g.committed_end, g.silent_from,
-                               g.req.whole)
+            cut = self._spoken(prefix, out, keys, cut, heard, g)
         kept = [w for w in out[:cut] if id(w) not in g.unsaid]
         trimmed = cut < len(keys) or len(kept) < new or first + new < len(g.r.words)
         if not trimmed and g.r.compression_ratio > self.opt.compression_ratio_threshold:
@@ -415,15 +415,14 @@ class Judge:
 
     @staticmethod
     def _spoken(prefix: list[str], out: list[Word], keys: list[str], cut: int,
-                heard: list[Word], committed_end: float, silent_from: float,
-                whole: bool) -> int:
+                heard: list[Word], g: _Reading) -> int:
         """Where the loop found at ``cut`` really starts, past the phrases the speaker said
         again (a word or two three or four times, a longer phrase twice, or more on the
         ``whole`` input: :func:`.rereads.spoken_twice`), in any order ("and so my, and so my,
         no, no, no")."""
         while True:
             past = spoken_twice(prefix, out, keys, spoken_repeats(prefix, out, keys, cut, heard),
-                                committed_end, silent_from, whole)
+                                g.committed_end, g.silent_from, g.req.whole, g.audio_end)
             if past == cut:
                 return cut
             cut = past

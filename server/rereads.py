@@ -95,7 +95,8 @@ def spoken_repeats(prefix: list[str], words: list[Word], keys: list[str], cut: i
 
 
 def spoken_twice(prefix: list[str], words: list[Word], keys: list[str], cut: int,
-                 after: float, silent_from: float = float("inf"), whole: bool = False) -> int:
+                 after: float, silent_from: float = float("inf"), whole: bool = False,
+                 audio_end: float = float("inf")) -> int:
     """Where the loop that :func:`loop_start` found at ``cut`` really starts, when it is a
     phrase of three or more units said again that the speaker said again (:func:`said_on`;
     ``after``: where the final words before ``words`` end). Twice, not more: a third saying
@@ -111,15 +112,17 @@ def spoken_twice(prefix: list[str], words: list[Word], keys: list[str], cut: int
     block = seq[p : p + length]
     third = not whole and seq[max(0, p - 2 * length) : p - length] == block
     if length < 3 or _loop_times(block) != 2 or third or not said_on(
-            words[cut : cut + length], words[cut - 1].end if cut else after, silent_from):
+            words[cut : cut + length], words[cut - 1].end if cut else after, silent_from,
+            audio_end):
         return cut
     end = cut + length
     rest = keys[end:]
     return end + spoken_twice(seq[: n0 + end], words[end:], rest, loop_start(seq[: n0 + end], rest),
-                              words[end - 1].end, silent_from, whole)
+                              words[end - 1].end, silent_from, whole, audio_end)
 
 
-def said_on(words: list[Word], after: float, silent_from: float = float("inf")) -> bool:
+def said_on(words: list[Word], after: float, silent_from: float = float("inf"),
+            audio_end: float = float("inf")) -> bool:
     """``words``, a phrase said again (three or more units) or the rest of one, are the
     speaker saying it again, not Whisper reading what came before again: each word has time
     and starts in the speech the VAD heard (before ``silent_from``; the aligner stretches an
@@ -130,7 +133,11 @@ def said_on(words: list[Word], after: float, silent_from: float = float("inf")) 
     over that text's audio. espeak's "Can you hear me? Can you hear me?" was final as "Can you
     hear me?" at every start offset: the end decode, its prefix the first saying (to 2.17 s),
     read the second at 2.27-2.91 s (p 0.98-1.0), then a third with "Can you hear" squeezed at
-    2.91 s; "Is it on? Is it on?", "Let me see. Let me see." the same."""
+    2.91 s; "Is it on? Is it on?", "Let me see. Let me see." the same. The last of three or
+    more words may be squeezed where the audio ends (``audio_end``: the stream ended inside it,
+    "... I went to the | I went to the" cut in the second "the"), the words before it timed."""
+    if len(words) >= 3 and squeezed(words[-1]) and words[-1].start >= audio_end - CUT_SLACK_S:
+        words = words[:-1]
     return (bool(words) and words[0].start >= after - REREAD_STRETCH_S
             and centre(words[0]) >= after
             and all(not squeezed(w) and w.probability >= ECHO_PROBABILITY
@@ -184,6 +191,8 @@ def restarted_head(prefix: list[str], keys: list[str]) -> int:
     return m if m >= 4 else 0
 
 
+# a word squeezed this close to where the audio ends was cut by that end (said_on)
+CUT_SLACK_S = 0.05
 ECHO_PROBABILITY = 0.5
 # ... unless it takes this long to say (takes_its_time)
 ECHO_SAID_S = 0.2

@@ -3248,3 +3248,22 @@ def test_a_finalizes_window_ends_where_it_was_asked_not_in_the_speech_that_came_
     assert answer.text.split()[-1] == "w4" and answer.end <= 3.45, answer
     assert " ".join(e.text for e, _ in got if isinstance(e, Final)).split() == \
         [w[0] for w in truth]
+
+
+def test_a_phrase_said_again_up_to_where_the_stream_ended_is_said():
+    """real/en-02: "So I went to the | I went to the public library"; a stream that ended
+    inside the second "the" (an ops engineer's SIGTERM at 30.05-30.1 s, replayed) lost "I went
+    to": its end decode read the second saying with time and sure (p 0.62-1.0), but the audio's
+    end squeezed its last word "the" to no time, and a squeezed copy is Whisper's re-read."""
+    s = StreamSession(StreamOptions(), energy_vad())
+    req = end_decode(20.05, 10.05, " So I went to the")
+    words = ((" I", 29.67, 29.73, 0.62), (" went", 29.73, 29.95, 0.99), (" to", 29.95, 30.07, 1.0),
+             (" the", 30.07, 30.07, 0.99))
+    r = DecodeResult(tuple(Word(w, a - 20.05, b - 20.05, p) for w, a, b, p in words), "", 0.0,
+                     -0.1, 1.2)
+    kept = [w.word for w in s.judge.accepted_words(req, r, 30.1, 29.69)[0]]
+    assert kept[:3] == [" I", " went", " to"], kept
+    # a copy whose last word is squeezed inside the window (not where the audio ends) is
+    # still a re-read
+    early = replace(r, words=r.words[:3] + (Word(" the", 9.5, 9.5, 0.99),))
+    assert s.judge.accepted_words(req, early, 30.6, 29.69)[0] == []
