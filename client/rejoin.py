@@ -10,6 +10,7 @@ the old one's (``restarts``), and its saved file runs forward.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -53,12 +54,18 @@ class Rejoin:
     must_say: bool = False
     _at: float | None = None  # where the channel is final to, if it went on
     _ch: float = 0.0  # its ``offset`` at the join
+    last_word: wire.Word | None = None  # the last final word shown, on the clock
+    # a restarted server's new stream: where its said seconds end, on the clock, and the last
+    # word shown if it ends there (sent with ``said``: the server has no channel to read it)
+    _said_to: float | None = None
+    _said_word: wire.Word | None = None
 
     def place(self, m: wire.Message, offset: float | None = None) -> wire.Message:
         """A message of this connection (or, with ``offset``, of the channel) on the clock."""
         m = on_channel_clock(m, self.offset if offset is None else offset)
         if isinstance(m, wire.Final):
             self.last_end = m.end
+            self.last_word = m.words[-1] if m.words else None
         return m
 
     def saw(self, segment: int) -> None:
@@ -85,6 +92,9 @@ class Rejoin:
             resent = say_again(unheard + lead)
             self.said = max(0.0, resent - unheard)
             self.restarts, self.seen = self.offset + sent_on_old - resent, -1
+            w = self.last_word
+            self._said_to = resume
+            self._said_word = w if w is not None and abs(w.end - resume) < 1e-6 else None
         elif again:
             old_start = self.offset - self.restarts  # (on the channel's clock)
             if goes_on or sent_on_old <= 0:  # (nothing sent: a lead not sent yet stays)
@@ -132,8 +142,18 @@ class Rejoin:
         self.offset = self.restarts + self._zero(self._ch)
         return self.said
 
+    def said_last(self) -> wire.Word | None:
+        """The last word shown, on the new stream's clock as :meth:`to_say` left it, to send
+        with ``said`` to a restarted server (None where there is none, or it is not sent)."""
+        w, to = self._said_word, self._said_to
+        if w is None or to is None or not self.said:
+            return None
+        zero = to - self.said  # (the new stream's 0, on the clock)
+        return dataclasses.replace(w, start=max(0.0, w.start - zero), end=w.end - zero)
+
     def said_sent(self) -> None:
         self.said, self.must_say = 0.0, False
+        self._said_to = self._said_word = None
 
     def _new_channel(self, ch: Channel) -> bool:
         """Whether the session is a new life of its id (the server restarted, or the channel

@@ -331,7 +331,9 @@ class _Speaker:
                 # (less what the held audio let go from its front meanwhile: the lead went first)
                 said = self.clock.to_say(self._let_go_since())
                 if said > 0 or self.clock.must_say:
-                    await ws.send(json.dumps({"type": "said", "seconds": round(said, 3)}))
+                    last = self.clock.said_last()
+                    await ws.send(json.dumps({"type": "said", "seconds": round(said, 3)} | (
+                        {"last": last.to_json()} if last is not None else {})))
                 self.clock.said_sent()
             while True:
                 self.more.clear()

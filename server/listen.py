@@ -490,25 +490,29 @@ class ListenConnection:
         if isinstance(m, wire.Close):
             return True
         if isinstance(m, wire.Said):
-            self._said(m.seconds)
+            self._said(m.seconds, m.last)
             return False
         self.finalize()
         return False
 
-    def _said(self, seconds: float) -> None:
+    def _said(self, seconds: float, last: wire.Word | None = None) -> None:
         """``said``: only before the stream's first audio (a stream this connection goes on
-        with, back within the grace, has its own context), and at most ``MAX_SAID_S``."""
+        with, back within the grace, has its own context), and at most ``MAX_SAID_S``;
+        ``last``: the speaker's last final word, for a channel that does not go on here."""
         if self.session.samples_in or self.taken_s or self._said_once:
             raise ClientError("bad_message",
                               "'said' comes once, before the stream's first audio")
         if not 0.0 <= seconds <= wire.MAX_SAID_S:
             raise ClientError("bad_message", f"'said' is 0 to {wire.MAX_SAID_S:g} seconds")
+        if last is not None and not (0.0 <= last.start <= last.end <= seconds + 0.5):
+            raise ClientError("bad_message", "'said''s last word lies in its seconds")
         self._said_once = True
         t = self.transcript
         goes_on = self.hub.said(t, seconds)
         words = [w for f in t.finals[-1:] for w in f.words[-1:]] if goes_on else []
+        # (the channel's own last word where it goes on; else the one the speaker was shown)
         self.session.said(seconds, next((dataclasses.replace(
-            w, start=w.start - t.offset, end=w.end - t.offset) for w in words), None))
+            w, start=w.start - t.offset, end=w.end - t.offset) for w in words), last))
 
     def feed(self, x: Any) -> None:
         """Samples at the declared rate into the session (and its VAD), ``FEED_SLICE_S`` at a

@@ -137,6 +137,8 @@ class _Message:
                 v = _t(v)
             elif f.name == "words":
                 v = [w.to_json() for w in v]
+            elif isinstance(v, Word):
+                v = v.to_json()
             out[f.name] = v
         return out
 
@@ -166,6 +168,10 @@ class Said(_Message):
 
     type: ClassVar[str] = "said"
     seconds: float
+    # the last word the speaker was shown final, on this stream's clock (it ends about where
+    # ``seconds`` do): a server that restarted has no channel to read it from, and the word
+    # a drain cut and made final, heard whole again, was said twice ("go. | go.")
+    last: Word | None = None
 
 
 MAX_SAID_S = 5.0
@@ -365,6 +371,9 @@ def decode(text: str | bytes, *, allowed: tuple[str, ...] | None = None) -> Mess
             if not isinstance(raw, list):
                 raise ProtocolError("bad_message", "field 'words' must be a list")
             kwargs["words"] = tuple(Word.from_json(w) for w in raw)
+        elif f.name == "last":
+            raw = d.get("last")
+            kwargs["last"] = None if raw is None else Word.from_json(raw)
         elif f.name == "eou":
             kwargs["eou"] = bool(d.get("eou", False))
         elif f.default is not MISSING and d.get(f.name) is None:

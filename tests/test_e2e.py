@@ -395,6 +395,9 @@ def test_bad_frames_get_errors_and_the_session_goes_on(live_server):
             await ws.send("{not json")
             await ws.send(json.dumps({"type": "dance"}))
             await ws.send(json.dumps({"type": "said", "seconds": 60}))  # more than 5 s
+            await ws.send(json.dumps({"type": "said", "seconds": 0.5, "last": {  # past them
+                "word": " x", "start": 3.0, "end": 4.0, "probability": 1.0}}))
+            await ws.send(json.dumps({"type": "said", "seconds": 0.5, "last": "x"}))
             await ws.send(json.dumps({"type": "said", "seconds": 0.1}))
             await ws.send(json.dumps({"type": "said", "seconds": 0.1}))  # once only
             await ws.send(s16(audio))
@@ -404,7 +407,7 @@ def test_bad_frames_get_errors_and_the_session_goes_on(live_server):
 
     msgs = run(go())
     codes = [m.code for m in msgs if isinstance(m, wire.Error)]
-    assert codes == ["bad_audio", "bad_json", "unknown_type"] + ["bad_message"] * 3
+    assert codes == ["bad_audio", "bad_json", "unknown_type"] + ["bad_message"] * 5
     text = " ".join(m.text for m in msgs if isinstance(m, wire.Final))
     assert wer(references()["jfk.wav"], text) <= JFK_BOUND
 
@@ -441,3 +444,29 @@ def test_a_stream_joined_in_the_middle_of_speech_keeps_its_first_words(live_serv
     res = stream(live_server, s16(x), speed=0.0)
     check_finals_well_formed(res)
     assert "remember" in normalize(res.text)[:4], res.text
+
+
+@pytest.mark.timeout(120)
+def test_the_last_word_a_speaker_was_shown_is_not_said_again_by_a_restarted_server(live_server):
+    """An ops engineer's restart: the old server drained inside a word and made final the part
+    it heard ("see where we go." with " go." 48.88-48.98), and the new one, the speaker back
+    with a second before that end said again, heard the word whole past it and said it again
+    ("go. Sure."). It has no channel to read that word from: ``said`` carries it. jfk, said
+    to 1.9 s, inside "Americans" (1.76-2.26 s offline)."""
+    audio = s16(load16k("jfk.wav"))
+    last = {"word": " Americans", "start": 1.76, "end": 1.9, "probability": 0.9}
+
+    async def go(said: dict) -> str:
+        import websockets
+
+        async with websockets.connect(live_server.url + "/v1/listen") as ws:
+            await ws.recv()
+            await ws.send(json.dumps({"type": "said", "seconds": 1.9} | said))
+            await ws.send(audio)
+            await ws.send(json.dumps({"type": "close"}))
+            msgs = [wire.decode(raw) async for raw in ws]
+        return " ".join(m.text for m in msgs if isinstance(m, wire.Final))
+
+    told, untold = run(go({"last": last})), run(go({}))
+    assert normalize(untold)[:2] == ["americans", "ask"], untold  # (the word said twice)
+    assert normalize(told)[:2] == ["ask", "not"], told

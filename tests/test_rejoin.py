@@ -207,3 +207,25 @@ def test_a_lead_all_let_go_still_says_0_on_a_channel_that_goes_on():
     r.said_sent()
     r.joined(Channel([final(1, 8.0, 9.0)], 8.3, "a"), True, 1.3, Buffer(20.0))
     assert r.to_say(1.0) == 0.0 and r.must_say and r.offset == pytest.approx(9.0)
+
+
+def test_a_restarted_server_is_told_the_last_word_shown_on_its_own_clock():
+    """An ops engineer's restart: the old server drained inside "go." and made final the
+    part it heard (" go." 48.88-48.98), and the new one heard it whole after the said second
+    and said it again: it has no channel to read that word from, so ``said`` carries it."""
+    r = started(final(0, 6.0, 8.0))  # (its last word " w0" 6.0-8.0)
+    r.joined(Channel([], 0.0, "b"), True, 10.0, Buffer(5.0))
+    assert r.said == 1.0 and r.to_say(0.0) == 1.0
+    assert r.said_last() == wire.Word(" w0", 0.0, 1.0, 0.9)  # (7.0 is the new stream's 0)
+    r.said_sent()
+    assert r.said_last() is None
+    # the held audio let 0.4 s of the lead go before it was sent: the new stream starts later
+    r = started(final(0, 7.5, 8.0))
+    r.joined(Channel([], 0.0, "b"), True, 10.0, Buffer(5.0))
+    assert r.to_say(0.4) == pytest.approx(0.6)
+    w = r.said_last()
+    assert w is not None and (w.start, w.end) == (pytest.approx(0.1), pytest.approx(0.6))
+    # no lead, or a channel that goes on (the server has its own last word): none
+    r = started(final(0, 6.0, 8.0))
+    r.joined(Channel([], 0.0, "b"), True, 10.0, Buffer(1.5))
+    assert r.said_last() is None
