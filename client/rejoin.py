@@ -149,6 +149,8 @@ class Rejoin:
         if w is None or to is None or not self.said:
             return None
         zero = to - self.said  # (the new stream's 0, on the clock)
+        if w.end - zero <= 0:
+            return None  # (let go from the held audio's front with the lead)
         return dataclasses.replace(w, start=max(0.0, w.start - zero), end=w.end - zero)
 
     def said_sent(self) -> None:

@@ -109,6 +109,9 @@ def test_a_restarted_server_gets_again_what_the_old_one_had_not_made_final(live_
             wait_for(lambda: any(c.session.said_seconds >= 0.5
                                  for c in restarted.app.state.server.live), 30,
                      "a stream that begins with audio said before", page=page)
+            if channels == "restarted":  # ... with the last word it showed (a new channel)
+                assert any(c.session._said_last is not None  # noqa: SLF001
+                           for c in restarted.app.state.server.live)
             finals = lambda: page.inner_text("[data-testid=finals]")  # noqa: E731
             wait_for(lambda: normalize(finals()).count("country") >= 2, 60,
                      "the end of the speech", page=page)

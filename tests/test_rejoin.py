@@ -225,6 +225,13 @@ def test_a_restarted_server_is_told_the_last_word_shown_on_its_own_clock():
     assert r.to_say(0.4) == pytest.approx(0.6)
     w = r.said_last()
     assert w is not None and (w.start, w.end) == (pytest.approx(0.1), pytest.approx(0.6))
+    # ... or all but 0.1 s of it: what is left of the word; or all of it: none
+    r = started(final(0, 7.5, 8.0))
+    r.joined(Channel([], 0.0, "b"), True, 10.0, Buffer(5.0))
+    assert r.to_say(0.9) == pytest.approx(0.1)
+    w = r.said_last()
+    assert w is not None and (w.start, w.end) == (0.0, pytest.approx(0.1))
+    assert r.to_say(0.1) == 0.0 and r.said_last() is None
     # no lead, or a channel that goes on (the server has its own last word): none
     r = started(final(0, 6.0, 8.0))
     r.joined(Channel([], 0.0, "b"), True, 10.0, Buffer(1.5))

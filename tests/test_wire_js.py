@@ -81,6 +81,9 @@ def test_client_messages_match(js):
     assert sorted(json.loads(s)["type"] for s in sent) == sorted(wire.CLIENT_MESSAGES)
     for s in sent:  # the server takes what the page sends
         assert wire.decode(s, allowed=wire.CLIENT_MESSAGES).type == json.loads(s)["type"]
+    told = js('w.said(1.0, {word: " go.", start: 0.9, end: 1.0, probability: 0.9})')
+    assert wire.decode(told, allowed=wire.CLIENT_MESSAGES) == wire.Said(
+        1.0, wire.Word(" go.", 0.9, 1.0, 0.9))
 
 
 def test_decode_reads_what_the_server_writes_and_skips_the_rest(js):

@@ -41,6 +41,11 @@ const state = {
   finalTo: null,  // where the channel is final to, on its clock, as far as this page knows
   mustSay: false,  // `said` goes even at 0 (a new stream on a channel that goes on)
   said: 0,  // seconds at the start of the held audio that were made final already
+  lastWord: null,  // the last final word shown, on the channel's clock
+  // a restarted server's new stream: where its said seconds end (the channel's clock), and
+  // the last word shown if it ends there, sent with `said` (the server has no channel to
+  // read it from: client/rejoin.py's said_last)
+  saidTo: null, saidWord: null,
   // the captions' language (a BCP 47 tag, null while unknown): what Start asked for, what the
   // server detected, or what a viewer link says
   lang: viewSession ? captionLang(params.get("lang")) : null,
@@ -121,7 +126,11 @@ function showPartial(m) {
 function showCaption(m) {
   if (m.type === "final" && state.segments.isNewFinal(m)) {
     appendFinal(m);
-    if (state.connOffset !== null) state.finalTo = Math.max(state.finalTo ?? 0, state.connOffset + m.end);
+    if (state.connOffset !== null) {
+      state.finalTo = Math.max(state.finalTo ?? 0, state.connOffset + m.end);
+      const w = m.words && m.words.length ? m.words[m.words.length - 1] : null;
+      state.lastWord = w && { ...w, start: state.connOffset + w.start, end: state.connOffset + w.end };
+    }
   }
   // the last final shown, replayed closing its utterance: its utterance_end came while the
   // page was away
@@ -286,6 +295,9 @@ async function catchUp(session, again, goesOn) {
       const unheard = sentOld - (fin ?? 0);
       const lead = fin === null ? 0 : Math.min(LEAD_S, fin);
       state.said = Math.max(0, sayAgain(unheard + lead) - unheard);
+      const w = state.lastWord;
+      state.saidTo = state.finalTo;
+      state.saidWord = w && Math.abs(w.end - state.finalTo) < 1e-6 ? w : null;
     }
     state.finalTo = state.said;  // (the new channel's clock: its first seconds said)
     state.segments = new Segments();
@@ -438,6 +450,17 @@ function resumeAt(tr) {
   return Math.max(tr.offset, tr.finals.length ? tr.finals[tr.finals.length - 1].end : 0);
 }
 
+/** The last word shown, on the new stream's clock, for `said` to a restarted server. */
+function saidLast() {
+  const w = state.saidWord;
+  if (!w || state.saidTo === null || !(state.said > 0)) return null;
+  const zero = state.saidTo - state.said;  // (the new stream's 0, on the channel's clock)
+  if (w.end - zero <= 0) return null;  // (let go from the held audio's front with the lead)
+  const r = (x) => Number(x.toFixed(3));
+  return { word: w.word, start: r(Math.max(0, w.start - zero)), end: r(w.end - zero),
+           probability: w.probability };
+}
+
 /** Where this connection's 0 lies on the channel's clock once `said` is sent. */
 function connZero() {
   if (state.chOffset === null) return null;
@@ -452,8 +475,8 @@ function sendAudio(pcm) {
   const ws = state.link && state.link.socket();
   if (ws && ws === state.live && ws.readyState === WebSocket.OPEN && !state.caught) {
     if (state.said || state.mustSay) {
-      ws.send(wire.said(Number(state.said.toFixed(3))));
-      state.said = 0; state.mustSay = false;
+      ws.send(wire.said(Number(state.said.toFixed(3)), saidLast()));
+      state.said = 0; state.mustSay = false; state.saidWord = null;
     }
     for (const chunk of state.held) send(ws, chunk);
     state.held = []; state.heldBytes = 0;

@@ -12,8 +12,10 @@ export const transcriptPath = (session, fmt) =>
 // Client -> server control messages (binary frames carry PCM).
 export const finalize = () => JSON.stringify({ type: "finalize" });
 export const close = () => JSON.stringify({ type: "close" });
-// before a stream's first audio: its first `seconds` were made final already (server/wire.py)
-export const said = (seconds) => JSON.stringify({ type: "said", seconds });
+// before a stream's first audio: its first `seconds` were made final already, and `last` (a
+// word, on the stream's clock) the last word shown final (server/wire.py)
+export const said = (seconds, last = null) =>
+  JSON.stringify(last ? { type: "said", seconds, last } : { type: "said", seconds });
 
 // Server -> client message types and their fields; "name?" is a field that may be left out.
 export const SERVER_TYPES = {
