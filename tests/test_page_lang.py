@@ -162,6 +162,23 @@ def test_overlay_captions_carry_the_sessions_language(browser, origin, query, sc
     page.close()
 
 
+def test_overlay_lines_keep_their_language_when_the_next_speaker_speaks_another(browser, origin):
+    """A Mandarin streamer's overlay (a stable URL, no ``lang``): the box took each
+    ``language`` event's tag, and the Chinese lines still on screen became "en" when the next
+    speaker spoke English (a Mandarin streamer's finding). Each line keeps its own."""
+    page, send = open_page(browser, origin, "/overlay?session=s&fade=0&lines=4", r".*/events.*",
+                           [CHANNEL, language("zh"), final(0, ZH)])
+    box = "[data-testid=overlay]"
+    wait_for(lambda: "wifi" in page.inner_text(box), 10, "the Chinese captions", page=page)
+    send(language("en"))
+    send(final(1, "And so, my fellow Americans,", eou=False))
+    wait_for(lambda: "Americans" in page.inner_text(box), 10, "the English captions", page=page)
+    assert lang_of(page, box, "wifi") == "zh-CN"
+    assert lang_of(page, box, "Americans") == "en"
+    assert not any("Americans" in x and "wifi" in x for x in page.inner_text(box).split("\n"))
+    page.close()
+
+
 def test_viewer_page_captions_carry_the_language_and_keep_it_when_it_changes(browser, origin):
     """The viewer link says the language; a ``language`` message (a later speaker, after a
     long pause) changes it for what follows, and what was shown keeps its own."""

@@ -44,11 +44,15 @@ Object.assign(box.style, {
   textShadow: opt.shadow ? `0 0 ${Math.max(2, opt.outline * 2)}px ${opt.outlineColor}` : "none",
 });
 // The captions carry their language: Chinese in a box marked as the page's "en" was drawn
-// with whatever CJK font the browser's locale picks (Japanese glyphs and punctuation).
-function setLang(lang) {
-  if (lang) box.lang = lang; else box.removeAttribute("lang");
+// with whatever CJK font the browser's locale picks (Japanese glyphs and punctuation). Each
+// line keeps the language it was said in: a box-wide tag relabelled the Chinese lines still
+// on screen "en" when the next speaker spoke English. ``lang``: the language of what comes.
+let lang = captionLang(p.get("lang"));
+function setLang(tag) {
+  if (tag === lang) return;
+  endLine();  // (what comes in another language starts a line of its own)
+  lang = tag;
 }
-setLang(captionLang(p.get("lang")));
 if (opt.position === "middle") { box.style.top = "50%"; box.style.transform = "translateY(-50%)"; }
 else box.style[opt.position === "top" ? "top" : "bottom"] = "2%";
 
@@ -56,7 +60,7 @@ else box.style[opt.position === "top" ? "top" : "bottom"] = "2%";
 // at every update moved every line break once the oldest final dropped off, and the text
 // jumped with no new speech). ``open`` is the line being filled; the partial follows it. An
 // utterance's or a speaker's end closes it (endLine).
-let done = [];       // full lines, the last ``opt.lines`` of them
+let done = [];       // full lines, the last ``opt.lines`` of them: {text, lang}
 let open = "";
 let partial = "";
 let lastActivity = Date.now();
@@ -71,20 +75,21 @@ function addFinal(text, glue = false) {
     // starts with "，" or "」" (they may hang past its width, as in Chinese typesetting)
     const [marks, rest] = leadingMarks(text);
     if (marks) {
-      done[done.length - 1] = joinText(done[done.length - 1], marks, true);
+      const last = done[done.length - 1];
+      done[done.length - 1] = { ...last, text: joinText(last.text, marks, true) };
       [text, glue] = [rest, false];
     }
   }
   const w = wrap(joinText(open, text, glue));
   open = w.pop() || "";
-  done = done.concat(w).slice(-opt.lines);
+  done = done.concat(w.map((t) => ({ text: t, lang }))).slice(-opt.lines);
 }
 
 // A speaker or an utterance ended: what comes next starts a line of its own, as on the page
 // (app.js's endLine). Filled by width only, two utterances without a full stop ran together
 // ("Wi-Fi門鈴也住推了土" / "地市場的火爆他稱他製").
 function endLine() {
-  if (open) done = done.concat([open]).slice(-opt.lines);
+  if (open) done = done.concat([{ text: open, lang }]).slice(-opt.lines);
   open = "";
 }
 
@@ -104,12 +109,13 @@ function onFinal(m) {
 function render() {
   const shown = opt.partial && partial ? joinText(open, partial) : open;
   const tail = shown ? wrap(shown) : [];
-  const all = done.concat(tail).slice(-opt.lines);
+  const all = done.concat(tail.map((t) => ({ text: t, lang }))).slice(-opt.lines);
   const live = opt.partial && partial ? tail.length : 0;
-  box.replaceChildren(...all.map((t, i) => {
+  box.replaceChildren(...all.map((line, i) => {
     const d = document.createElement("div");
     d.className = "line" + (live && i >= all.length - live ? " partial" : "") + (fading() ? " faded" : "");
-    d.textContent = t;
+    if (line.lang) d.lang = line.lang;
+    d.textContent = line.text;
     return d;
   }));
 }
@@ -142,7 +148,8 @@ function onMessage(m) {
   } else if (m.type === "closed") {
     partial = ""; endLine(); render();  // the speaker ended; the socket stays open for the next one
   } else if (m.type === "language") {
-    setLang(detectedLang(box.getAttribute("lang"), m.language, m.script));  // (each speaker's)
+    setLang(detectedLang(lang, m.language, m.script));  // (each speaker's)
+    render();
   }
 }
 
