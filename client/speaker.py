@@ -416,6 +416,8 @@ class _Speaker:
         self.clock.said = max(0.0, self.clock.said - self._let_go_since())
         for f in self.clock.joined(ch, again, on_old, self._say_again, goes_on):
             self._show(f)  # (on the clock already)
+        if not again:  # (a channel an earlier speaker used: its finals come after its audio)
+            self.res.source_at = self.clock.offset
         return True
 
     def _let_go_since(self) -> float:

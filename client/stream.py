@@ -39,6 +39,9 @@ class StreamResult:
     close_reason: str = ""
     gave_up: bool = False  # the client stopped trying (and said why): no closed is coming
     unsent_s: float = 0.0  # audio heard while disconnected, past what is held, never sent
+    # where the source's 0 lies on the channel's clock, which finals count on (a channel an
+    # earlier speaker used: a final delay of -5.3 s compared its end with the source's time)
+    source_at: float = 0.0
 
     @property
     def finals(self) -> list[wire.Final]:
@@ -70,7 +73,8 @@ class StreamResult:
 
     def final_delays(self) -> list[float]:
         """For each final: its arrival minus the moment the audio up to its end was sent."""
-        return [t - self.sent_at(m.end) for t, _, m in self.messages if isinstance(m, wire.Final)]
+        return [t - self.sent_at(m.end - self.source_at) for t, _, m in self.messages
+                if isinstance(m, wire.Final)]
 
 
 async def paced(pcm: bytes, params: wire.ListenParams, speed: float, chunk_ms: int = 100

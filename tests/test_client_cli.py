@@ -662,3 +662,21 @@ def test_captions_says_so_and_fails_when_the_server_does_not_come_back(tmp_path,
     err = capsys.readouterr().err
     assert "could not reach it again" in err or "kept dropping" in err, err
     assert out.read_text().split() == ["w0", "w1"]  # what came before the loss is saved
+
+
+@pytest.mark.timeout(120)
+def test_a_second_speakers_final_delays_count_on_the_channels_clock(live_server):
+    """``stream --session NAME`` on a channel an earlier speaker used: its finals count on the
+    channel's clock, from the first speaker's end, and the summary compared their ends with
+    the file's own times (a Mandarin streamer's second speaker: "final delay ... median
+    -5.34s")."""
+    import re
+
+    from conftest import SPEECH
+
+    path = str(SPEECH / "jfk.wav")
+    for speed in ("0", "2"):
+        r = cli("stream", path, "--url", live_server.url, "--session", "delays", "--speed", speed)
+        assert r.returncode == 0, r.stderr
+    m = re.search(r"final delay after audio sent: median (-?[0-9.]+)s", r.stderr)
+    assert m and 0.0 < float(m.group(1)) < 5.0, r.stderr
