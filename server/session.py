@@ -603,6 +603,7 @@ class StreamSession:
             self._end_utterance(u.buffer.commit_all())
             self._end_sentence(u)
             done = int(round(win_end * MODEL_RATE))
+            u.forced_to = max(u.forced_to, done)
             for e in [e for e in u.ends if e <= done]:
                 del u.ends[e]
             u.held_from = None  # (the joined utterances' words are final)
@@ -612,6 +613,7 @@ class StreamSession:
             self._slide_window(u)
         elif kind == Kind.FORCED:
             self._end_utterance(u.buffer.commit_all())
+            u.forced_to = max(u.forced_to, int(round(win_end * MODEL_RATE)))
             # (a finalize that came while it was out forces more: its mark stays for the next)
             if u.force_at is not None and u.force_at <= int(round(win_end * MODEL_RATE)):
                 u.force_at, u.force_short = None, False
@@ -787,9 +789,10 @@ class StreamSession:
 
     def _final_through(self, sample: int) -> bool:
         """Every utterance heard before ``sample`` is final: none has an end or a forced end
-        at or before it still to decode."""
-        return all(all(e > sample for e in u.ends) and (u.force_at is None or u.force_at > sample)
-                   for u in self._utts)
+        at or before it still to decode, nor a forced end after it that replaced the one it
+        was asked for before a forced decode reached it (``forced_to``)."""
+        return all(all(e > sample for e in u.ends) and (u.force_at is None or (
+            u.force_at > sample and u.forced_to >= sample)) for u in self._utts)
 
     def said(self, seconds: float, last: Word | None = None) -> None:
         """The stream's first ``seconds`` were made final before it began: a speaker back on

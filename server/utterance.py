@@ -145,6 +145,9 @@ class Run:
         self.decoded_to = start
         self.buffer = HypothesisBuffer(committed_end=start / MODEL_RATE)
         self.force_at: int | None = None  # ``finalize``: commit everything heard up to here
+        # ... and where the forced (or end) decodes made everything final to: ``force_at``
+        # holds the latest finalize only, so an earlier one is answered by this
+        self.forced_to = start
         self.force_short = False  # ... without waiting for ``min_final_ms`` (no audio is coming)
         self.asking = Asking()  # how its window's careful decodes are asked (retries)
         self.held_by: Kind | None = None  # what the decode whose words are held was for

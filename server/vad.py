@@ -224,9 +224,12 @@ class VadSegmenter:
             self.in_speech = False
         self._pos += len(self._pending)
         self._pending = np.zeros(0, np.float32)
-        # (the frames before a flush are another stream's: an OpenAI manual commit flushes and
-        # the session goes on; its partial frame dropped, they are no longer contiguous)
-        self._opening = None
+        # (the frames before a flush are another turn's: an OpenAI manual commit flushes and
+        # the session goes on; its partial frame dropped, they are no longer contiguous. The
+        # look-back starts again after it: a stream joined mid-speech and committed before
+        # its first utterance opened still keeps what is said after the commit)
+        if self._opening is not None:
+            self._opening = []
         self._pre.clear()
         self._recent.clear()
         self._tonal_run = 0

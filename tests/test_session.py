@@ -3267,3 +3267,56 @@ def test_a_phrase_said_again_up_to_where_the_stream_ended_is_said():
     # still a re-read
     early = replace(r, words=r.words[:3] + (Word(" the", 9.5, 9.5, 0.99),))
     assert s.judge.accepted_words(req, early, 30.6, 29.69)[0] == []
+
+
+
+def test_a_finalize_is_not_answered_before_the_words_said_before_it_are_final():
+    """A review's finding: finalizes B and C while A's forced decode was out; ``force_at``
+    holds C's, and B was answered by A's final, "w4" (said before B) not in it. Pipecat
+    closed B's turn without it."""
+    audio, truth = make_stream(12)  # w3 2.5-2.9, w4 3.0-3.4, w5 3.5-3.9, ... (0.1 s gaps)
+    s = StreamSession(StreamOptions(), energy_vad())
+    dec = ScriptedDecoder(truth)
+    got, asked = [], []
+
+    def feed(a, b):  # the decoder is busy with other streams meanwhile: nothing asked
+        for i in range(int(a * SR), int(b * SR), 480):
+            s.feed_audio(audio[i:min(i + 480, int(b * SR))])
+
+    def finalize():
+        asked.append(s.samples_in / SR)
+        s.finalize()
+
+    def drain():
+        got.extend((e, s.answers(e)) for e in s.events())
+
+    feed(0, 2.92)
+    finalize()            # A: in the gap after w3
+    feed(2.92, 3.70)      # w4 is said while the decoder is still busy
+    req = s.next_decode()  # A's forced decode goes out (ends at 2.92 now; at 3.70 before)
+    feed(3.70, 3.82)
+    finalize()            # B: after w4
+    feed(3.82, 5.35)
+    finalize()            # C
+    s.decoded(req.id, dec(req))
+    drain()
+    while (r := s.next_decode()) is not None:
+        s.decoded(r.id, dec(r))
+        drain()
+    s.finish()
+    while (r := s.next_decode()) is not None:
+        s.decoded(r.id, dec(r))
+        drain()
+    drain()
+
+    k = 0
+    for i, (e, n) in enumerate(got):
+        for _ in range(n):
+            at = asked[k]
+            k += 1
+            final = [w.word.strip(" .~") for x, _ in got[: i + 1] if isinstance(x, Final)
+                     for w in x.words]
+            said_before = [w for w, a, b in truth if b <= at]
+            assert final[: len(said_before)] == said_before, (
+                f"finalize #{k} (at {at:.2f} s) answered by {e} with only {final} final")
+    assert k == 3

@@ -308,3 +308,26 @@ def test_the_look_back_stops_at_a_flush():
     assert all(np.array_equal(e.samples, stream[e.sample:e.sample + len(e.samples)])
                for e in ev if isinstance(e, SpeechAudio))
     assert min(e.sample for e in ev if isinstance(e, SpeechStart)) >= len(word)
+
+
+def test_speech_after_a_commit_in_a_stream_that_began_mid_speech_is_kept():
+    """A review's finding: the flush ended the look-back for good."""
+    rng = np.random.default_rng(0)
+    talk = lambda s: (0.3 * rng.standard_normal(int(s * SR))).astype(np.float32)  # noqa: E731
+    gap = lambda s: np.zeros(int(s * SR), np.float32)  # noqa: E731
+    first = talk(0.96)  # the stream joins in the middle of speech: no quieter frame yet
+    later = np.concatenate([talk(0.96), gap(0.3), talk(0.6), gap(1.0)])
+
+    # without a commit, the look-back finds the speech from the stream's start
+    plain = VadSegmenter(VadOptions(), lambda frame: True)
+    ev = plain.feed(np.concatenate([first, later])) + plain.flush()
+    assert min(e.sample for e in ev if isinstance(e, SpeechStart)) == 0
+
+    # the client commits (manual turns) at 0.96 s: the VAD is flushed, the session goes on
+    seg = VadSegmenter(VadOptions(), lambda frame: True)
+    assert not [e for e in seg.feed(first) + seg.flush() if isinstance(e, SpeechStart)]
+    ev = seg.feed(later) + seg.flush()
+    starts = [e.sample / SR for e in ev if isinstance(e, SpeechStart)]
+    heard = sum(len(e.samples) for e in ev if isinstance(e, SpeechAudio)) / SR
+    # the 0.96 s said right after the commit (0.96-1.92 s) belong to the next turn
+    assert starts and starts[0] <= 1.0, (starts, f"{heard:.2f} s of audio delivered")
