@@ -134,9 +134,12 @@ def said_on(words: list[Word], after: float, silent_from: float = float("inf"),
     hear me?" at every start offset: the end decode, its prefix the first saying (to 2.17 s),
     read the second at 2.27-2.91 s (p 0.98-1.0), then a third with "Can you hear" squeezed at
     2.91 s; "Is it on? Is it on?", "Let me see. Let me see." the same. The last of three or
-    more words may be squeezed where the audio ends (``audio_end``: the stream ended inside it,
-    "... I went to the | I went to the" cut in the second "the"), the words before it timed."""
-    if len(words) >= 3 and squeezed(words[-1]) and words[-1].start >= audio_end - CUT_SLACK_S:
+    more words may be squeezed where the audio ends (``audio_end``) if the speech ran on to
+    there (the stream ended inside it, "... I went to the | I went to the" cut in the second
+    "the"; not a window that ends in the silence after the speech), the words before it
+    timed."""
+    cut = audio_end - CUT_SLACK_S  # (where the speech ran on to: the VAD heard no end first)
+    if len(words) >= 3 and squeezed(words[-1]) and words[-1].start >= cut <= silent_from:
         words = words[:-1]
     return (bool(words) and words[0].start >= after - REREAD_STRETCH_S
             and centre(words[0]) >= after

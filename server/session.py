@@ -96,7 +96,9 @@ class StreamSession:
         self._detect_pending = language in (None, "auto")
         # utterances that ended by here wait for nothing more (``finish``, ``finalize``)
         self._settled = 0
-        self._asked: list[int] = []  # samples_in at each ``finalize`` not answered yet
+        # each ``finalize`` not answered yet: samples_in then, and the run it forced (if one was
+        # open) with the mark it set there
+        self._asked: list[tuple[int, Run | None, int]] = []
         self._answer: tuple[Message, int] | None = None  # (see :meth:`answers`)
         self._slow_until = 0  # steps are busy until samples_in reaches this (slow_hold_ms)
         self._spans = SpeechSpans()  # where the VAD heard speech: final words' times stay in it
@@ -113,11 +115,12 @@ class StreamSession:
         its context (the VAD keeps its state and pre-roll). Waits until the utterance holds
         ``min_final_ms`` past its committed point, or ends."""
         self._settled = self.samples_in
-        self._asked.append(self.samples_in)
-        if self._utts and self._utts[-1].open:
+        u = self._utts[-1] if self._utts and self._utts[-1].open else None
+        self._asked.append((self.samples_in, u, u.available if u is not None else 0))
+        if u is not None:
             # (a new forced end waits for its own audio: a short one before it, still out,
             # was for the audio then, and a sliver decoded alone invents words)
-            self._utts[-1].force_at, self._utts[-1].force_short = self._utts[-1].available, False
+            u.force_at, u.force_short = u.available, False
         elif self.flushed:  # nothing heard since the last final: answered at once
             self._events.append(UtteranceEnd(self._last_word_end))
 
@@ -787,12 +790,15 @@ class StreamSession:
         if ends and n:
             self._answer, self._asked = (ends[-1], n), self._asked[n:]
 
-    def _final_through(self, sample: int) -> bool:
-        """Every utterance heard before ``sample`` is final: none has an end or a forced end
-        at or before it still to decode, nor a forced end after it that replaced the one it
-        was asked for before a forced decode reached it (``forced_to``)."""
-        return all(all(e > sample for e in u.ends) and (u.force_at is None or (
-            u.force_at > sample and u.forced_to >= sample)) for u in self._utts)
+    def _final_through(self, asked: tuple[int, Run | None, int]) -> bool:
+        """Every utterance heard before a ``finalize`` (``asked``) is final: none has an end
+        at or before it still to decode, nor a forced end; and the run it forced, where a
+        later finalize's mark replaced its own (``force_at`` holds the latest), was decoded
+        past its mark (``forced_to``)."""
+        sample, forced, mark = asked
+        return all(all(e > sample for e in u.ends) and (
+            u.force_at is None or u.force_at > sample) and (
+            u is not forced or u.force_at is None or u.forced_to >= mark) for u in self._utts)
 
     def said(self, seconds: float, last: Word | None = None) -> None:
         """The stream's first ``seconds`` were made final before it began: a speaker back on

@@ -179,6 +179,36 @@ def test_overlay_lines_keep_their_language_when_the_next_speaker_speaks_another(
     page.close()
 
 
+def test_an_overlay_that_reconnects_keeps_its_open_line(browser, origin):
+    """A review's finding: the replayed history of a channel where two languages were spoken
+    changed the overlay's language back and forth, and each change ended the open line: a
+    blip broke the sentence being shown ("Americans," | "ask not")."""
+    page = browser.new_page()
+    page.route(re.compile(r".*/v1/(models|sessions/).*"), api)
+    sockets = []
+    history = [CHANNEL, language("zh"), final(0, ZH), language("en"),
+               final(1, "And so, my fellow Americans,", eou=False)]
+
+    def handle(ws) -> None:  # type: ignore[no-untyped-def]
+        sockets.append(ws)
+        for m in history:  # (what the hub primes every new viewer with)
+            ws.send(m)
+
+    page.route_web_socket(re.compile(r".*/events.*"), handle)
+    page.goto(origin + "/overlay?session=s&fade=0&lines=4")
+    box = "[data-testid=overlay]"
+    wait_for(lambda: "Americans" in page.inner_text(box), 10, "the captions", page=page)
+    sockets[-1].close()
+    wait_for(lambda: len(sockets) >= 2, 15, "the reconnect", page=page)
+    page.wait_for_timeout(300)
+    sockets[-1].send(final(2, "ask not", eou=False))
+    wait_for(lambda: "ask not" in page.inner_text(box), 10, "the next final", page=page)
+    lines = page.inner_text(box).split("\n")
+    assert any("Americans, ask not" in x for x in lines), lines
+    assert lang_of(page, box, "Americans") == "en" and lang_of(page, box, "wifi") == "zh-CN"
+    page.close()
+
+
 def test_viewer_page_captions_carry_the_language_and_keep_it_when_it_changes(browser, origin):
     """The viewer link says the language; a ``language`` message (a later speaker, after a
     long pause) changes it for what follows, and what was shown keeps its own."""

@@ -3320,3 +3320,87 @@ def test_a_finalize_is_not_answered_before_the_words_said_before_it_are_final():
             assert final[: len(said_before)] == said_before, (
                 f"finalize #{k} (at {at:.2f} s) answered by {e} with only {final} final")
     assert k == 3
+
+def test_finalize_after_an_utterance_end_is_answered_by_its_end_final():
+    """A review's finding: the speaker resumed within join_gap_ms and a second finalize came
+    first; the END decode reached only the utterance's end, before the first finalize."""
+    # w0 1.0-1.4, w1 1.5-1.9, w2 2.0-2.4, then 1.2 s pause, w3 3.7-4.1, w4 4.2-4.6, ...
+    audio, truth = make_stream(9, pause_every=3, pause_s=1.2)
+    s = StreamSession(StreamOptions(), energy_vad())
+    dec = ScriptedDecoder(truth)
+    got, asked = [], []
+
+    def feed(a, b, decode):
+        for i in range(int(a * SR), int(b * SR), 480):
+            s.feed_audio(audio[i:min(i + 480, int(b * SR))])
+            while decode and (r := s.next_decode()) is not None:
+                s.decoded(r.id, dec(r))
+            got.extend((e, s.answers(e)) for e in s.events())
+
+    feed(0, 2.0, True)
+    feed(2.0, 3.3, False)      # the decoder is busy with other streams: w2's end not decoded
+    assert s._utts[-1].ends and not s._utts[-1].open  # the VAD ended the utterance (~2.9 s)
+    asked.append(s.samples_in / SR)
+    s.finalize()               # A: at 3.3 s, in the pause; everything said before is w0-w2
+    feed(3.3, 4.65, False)     # w3, w4 said (joined to the same run: gap < join_gap_ms)
+    asked.append(s.samples_in / SR)
+    s.finalize()               # B
+    # the decoder is free: w2's end decode goes out first
+    r = s.next_decode()
+    s.decoded(r.id, dec(r))
+    got.extend((e, s.answers(e)) for e in s.events())
+    end_final = next(e for e, _ in got if isinstance(e, Final) and e.eou)
+    assert end_final.text.split()[-1] == "w2", end_final
+    # every word said before A (w0-w2) is final now, and its final carries eou: A's answer
+    answered = sum(n for _, n in got)
+    assert answered >= 1, (
+        f"finalize A (at {asked[0]:.2f} s) not answered by {end_final.text!r} "
+        f"(eou, ends {end_final.end:.2f} s), though every word said before it is final")
+
+def test_a_finalize_is_answered_by_its_own_forced_final_with_20ms_chunks():
+    """A review's finding: 20 ms chunks (not whole 30 ms VAD frames) put the force mark before
+    samples_in, and the first finalize was answered by the second's final."""
+    audio, truth = make_stream(12)  # w3 2.5-2.9, w4 3.0-3.4, w5 3.5-3.9 ...
+    s = StreamSession(StreamOptions(), energy_vad())
+    dec = ScriptedDecoder(truth)
+    got = []
+
+    def feed(a, b, decode):
+        for i in range(int(a * SR), int(b * SR), 320):  # 20 ms chunks (Pipecat, the page)
+            s.feed_audio(audio[i:min(i + 320, int(b * SR))])
+            while decode and (r := s.next_decode()) is not None:
+                s.decoded(r.id, dec(r))
+            got.extend((e, s.answers(e)) for e in s.events())
+
+    feed(0, 2.92, True)
+    s.finalize()               # A: in the gap after w3
+    feed(2.92, 3.2, False)     # the decoder busy meanwhile
+    req = s.next_decode()      # A's forced decode goes out
+    feed(3.2, 3.6, False)      # w4 said
+    s.finalize()               # B
+    s.decoded(req.id, dec(req))
+    got.extend((e, s.answers(e)) for e in s.events())
+    feed(3.6, len(audio) / SR, True)
+
+    first = next((e, n) for e, n in got if isinstance(e, Final) and e.eou)
+    assert first[0].text.split()[-1] == "w3"  # A's forced final: all said before A
+    answer_a = next(e for e, n in got if n)
+    assert answer_a is first[0], (
+        f"A answered by {answer_a.text!r} (with {[n for e, n in got if n]} finalizes), "
+        f"not by its own forced final {first[0].text!r}")
+
+def test_a_copy_squeezed_into_the_hangover_silence_is_still_a_reread():
+    s = StreamSession(StreamOptions(), energy_vad())
+    req = end_decode(20.05, 10.55, " So I went to the")  # window 20.05-30.6 s
+    # speech stopped at 30.1 s (the VAD's spoken_to); the window ends with the 0.5 s hangover
+    words = ((" I", 29.67, 29.73, 0.62), (" went", 29.73, 29.95, 0.99),
+             (" to", 29.95, 30.07, 1.0), (" the", 30.9, 31.0, 0.99))  # "the": past the audio
+    r = DecodeResult(tuple(Word(w, a - 20.05, b - 20.05, p) for w, a, b, p in words), "", 0.0,
+                     -0.1, 1.2)
+    kept, _ = s.judge.accepted_words(req, r, 30.6, 29.69, silent_from=30.1)
+    # the stream did not end inside "the": nothing cut it; the copy is Whisper's re-read
+    assert [w.word for w in kept] == [], kept
+    # (the same copy with its last word squeezed inside the window is rejected: the commit's
+    # own test; only where the window happens to end does it now pass)
+    early = replace(r, words=r.words[:3] + (Word(" the", 10.2, 10.2, 0.99),))
+    assert s.judge.accepted_words(req, early, 30.6, 29.69, silent_from=30.1)[0] == []

@@ -46,13 +46,11 @@ Object.assign(box.style, {
 // The captions carry their language: Chinese in a box marked as the page's "en" was drawn
 // with whatever CJK font the browser's locale picks (Japanese glyphs and punctuation). Each
 // line keeps the language it was said in: a box-wide tag relabelled the Chinese lines still
-// on screen "en" when the next speaker spoke English. ``lang``: the language of what comes.
+// on screen "en" when the next speaker spoke English. ``lang``: the language of what comes
+// (what is shown in another language than the open line's starts a line of its own; a
+// reconnect's replayed history changes it back and forth, and breaks no line).
 let lang = captionLang(p.get("lang"));
-function setLang(tag) {
-  if (tag === lang) return;
-  endLine();  // (what comes in another language starts a line of its own)
-  lang = tag;
-}
+function setLang(tag) { lang = tag; }
 if (opt.position === "middle") { box.style.top = "50%"; box.style.transform = "translateY(-50%)"; }
 else box.style[opt.position === "top" ? "top" : "bottom"] = "2%";
 
@@ -62,6 +60,7 @@ else box.style[opt.position === "top" ? "top" : "bottom"] = "2%";
 // utterance's or a speaker's end closes it (endLine).
 let done = [];       // full lines, the last ``opt.lines`` of them: {text, lang}
 let open = "";
+let openLang = null;  // the language ``open`` is in
 let partial = "";
 let lastActivity = Date.now();
 const segments = new Segments();  // survives reconnects: replayed finals are not shown twice
@@ -70,6 +69,7 @@ const segments = new Segments();  // survives reconnects: replayed finals are no
 const wrap = (text) => wrapText(text, opt.width);
 
 function addFinal(text, glue = false) {
+  if (open && openLang !== lang) endLine();
   if (!open && done.length) {
     // closing marks a final opens with go on the line an utterance's end closed: no line
     // starts with "，" or "」" (they may hang past its width, as in Chinese typesetting)
@@ -82,6 +82,7 @@ function addFinal(text, glue = false) {
   }
   const w = wrap(joinText(open, text, glue));
   open = w.pop() || "";
+  openLang = lang;
   done = done.concat(w.map((t) => ({ text: t, lang }))).slice(-opt.lines);
 }
 
@@ -89,7 +90,7 @@ function addFinal(text, glue = false) {
 // (app.js's endLine). Filled by width only, two utterances without a full stop ran together
 // ("Wi-Fi門鈴也住推了土" / "地市場的火爆他稱他製").
 function endLine() {
-  if (open) done = done.concat([{ text: open, lang }]).slice(-opt.lines);
+  if (open) done = done.concat([{ text: open, lang: openLang }]).slice(-opt.lines);
   open = "";
 }
 
@@ -107,10 +108,14 @@ function onFinal(m) {
 }
 
 function render() {
-  const shown = opt.partial && partial ? joinText(open, partial) : open;
-  const tail = shown ? wrap(shown) : [];
-  const all = done.concat(tail.map((t) => ({ text: t, lang }))).slice(-opt.lines);
-  const live = opt.partial && partial ? tail.length : 0;
+  const said = opt.partial && partial;
+  const lines = (text, tag) => (text ? wrap(text) : []).map((t) => ({ text: t, lang: tag }));
+  // (a partial in another language than the open line's goes on a line of its own)
+  const apart = open && openLang !== lang;
+  const tail = apart ? lines(open, openLang).concat(said ? lines(partial, lang) : [])
+    : lines(said ? joinText(open, partial) : open, lang);
+  const all = done.concat(tail).slice(-opt.lines);
+  const live = !said ? 0 : apart ? lines(partial, lang).length : tail.length;
   box.replaceChildren(...all.map((line, i) => {
     const d = document.createElement("div");
     d.className = "line" + (live && i >= all.length - live ? " partial" : "") + (fading() ? " faded" : "");
