@@ -344,6 +344,8 @@ function appendChannelFinals(tr) {
     if (!state.segments.isNewFinal(f)) return;
     if (turns.has(i)) endLine();
     appendFinal(f);
+    // (the last word shown, which `said` tells a restarted server: the channel's clock)
+    if (f.words && f.words.length) state.lastWord = f.words[f.words.length - 1];
   });
 }
 
