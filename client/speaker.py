@@ -331,9 +331,7 @@ class _Speaker:
                 # (less what the held audio let go from its front meanwhile: the lead went first)
                 said = self.clock.to_say(self._let_go_since())
                 if said > 0 or self.clock.must_say:
-                    last = self.clock.said_last()
-                    await ws.send(json.dumps({"type": "said", "seconds": round(said, 3)} | (
-                        {"last": last.to_json()} if last is not None else {})))
+                    await ws.send(wire.encode(wire.Said(round(said, 3), self.clock.said_last())))
                 self.clock.said_sent()
             while True:
                 self.more.clear()

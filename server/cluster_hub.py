@@ -40,8 +40,8 @@ from typing import Any
 
 from . import wire
 from .errors import ClientError
-from .hub import (Hub, Outbox, Transcript, known_language, new_session_id, on_channel_clock,
-                  with_languages)
+from .hub import (Hub, Outbox, Transcript, keep_language, known_language, new_session_id,
+                  on_channel_clock, with_languages)
 from .wire import Channel, Closed, Final, Language, Message, Partial, UtteranceEnd
 
 __all__ = ["ClusterHub", "Directory", "directory"]
@@ -214,9 +214,7 @@ class Directory:
                 ch.log.append((ch.seq, text))
             elif isinstance(msg, Language):  # (as Hub.deliver keeps it)
                 ch.log.append((ch.seq, text))
-                if ch.languages and ch.languages[-1][0] == len(ch.finals):
-                    ch.languages.pop()
-                ch.languages.append((len(ch.finals), text))
+                keep_language(ch.languages, len(ch.finals), text)
             elif isinstance(msg, UtteranceEnd):  # (as Hub.deliver keeps it)
                 ch.log.append((ch.seq, text))
                 if ch.finals and not (last := wire.decode(ch.finals[-1])).eou:

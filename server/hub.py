@@ -30,8 +30,8 @@ from .subtitles import at_turns, close_utterance
 from .text import finals_text
 from .wire import Channel, Closed, Final, Language, Message, Partial, Status, UtteranceEnd
 
-__all__ = ["Hub", "Outbox", "Transcript", "known_language", "new_session_id", "on_channel_clock",
-           "resume_at", "with_languages"]
+__all__ = ["Hub", "Outbox", "Transcript", "keep_language", "known_language", "new_session_id",
+           "on_channel_clock", "resume_at", "with_languages"]
 
 
 T = TypeVar("T")
@@ -173,6 +173,14 @@ def with_languages(finals: list[T], languages: list[tuple[int, T]]) -> list[T]:
     return out + finals[i:]
 
 
+def keep_language(languages: list[tuple[int, T]], finals: int, lang: T) -> None:
+    """Record a change of the captions' language after ``finals`` finals: at most one per
+    final (a language changed back and forth before any final replaces the last)."""
+    if languages and languages[-1][0] == finals:
+        languages.pop()
+    languages.append((finals, lang))
+
+
 def known_language(t: Transcript, msg: Message) -> bool:
     """Whether ``msg`` tells the channel's viewers the language they know already (a speaker
     on it before, a detection again after a pause, a client's every ``session.update``):
@@ -259,9 +267,7 @@ class Hub:
         elif isinstance(msg, Channel) and msg.instance == t.instance:  # (a new life's said)
             t.said = msg.said
         elif isinstance(msg, Language):
-            if t.languages and t.languages[-1][0] == len(t.finals):
-                t.languages.pop()  # (no final was said in it: at most one per final)
-            t.languages.append((len(t.finals), msg))
+            keep_language(t.languages, len(t.finals), msg)
         else:
             return
         for v in list(t.viewers):

@@ -27,7 +27,7 @@ from .hub import Hub, Outbox, Transcript, on_connection_clock
 from .metrics import Metrics
 from .pace import IngestPace
 from .session import StreamSession
-from .text import script_for
+from .text import caption_script
 from .vad import SpeechEnd, SpeechStart, VadEvent, VadSegmenter, webrtc_classifier
 
 if TYPE_CHECKING:
@@ -631,9 +631,9 @@ class ListenConnection:
             lang = self.engine.languages[0]
         if lang in (None, "auto"):
             return
-        script = script_for("zh", s.zh_script) if lang == "zh" else None
         # (from here on: a realtime ``session.update`` may change it mid-stream)
-        self.hub.publish(self.transcript, wire.Language(lang, 1.0, s.audio_seconds, script))
+        self.hub.publish(self.transcript, wire.Language(lang, 1.0, s.audio_seconds,
+                                                        caption_script(lang, s.zh_script)))
 
     # -- output ----------------------------------------------------------------------------
     async def _status(self) -> None:

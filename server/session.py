@@ -34,7 +34,7 @@ from .judging import Judge, Verdict
 from .rereads import held_end, read_again_past, spoken, words_from
 from .speech_spans import SpeechSpans
 from .stream_options import StreamOptions
-from .text import (cjk_marks, convert_words, is_unspaced, join_texts, script_for,
+from .text import (caption_script, cjk_marks, convert_words, is_unspaced, join_texts,
                    split_words)
 from .utterance import Asking, Attempt, Early, EndMark, Kind, Run, WholeAsk
 from .vad import (SpeechAudio, SpeechEnd, SpeechPause, SpeechResume, SpeechStart, Tone,
@@ -694,7 +694,7 @@ class StreamSession:
         if not any(is_unspaced(c) for w in r.words for c in w.word):
             return r
         lang = req.language if req.language not in (None, "auto") else r.language
-        script = script_for(lang, self.zh_script) if lang == "zh" else "as_is"
+        script = caption_script(lang, self.zh_script) or "as_is"
         # (a new run's first word follows the last final: a Latin word after "…用Python" is
         # spaced from it, not glued as if Whisper had split one word across two finals)
         before = u.buffer.committed[-1].word if u.buffer.committed else self._committed_text
@@ -725,9 +725,8 @@ class StreamSession:
             self._committed_text = ""  # another language now: no prompt in the last one
         self.detected_language = r.language
         if self.language == "auto":
-            script = script_for("zh", self.zh_script) if r.language == "zh" else None
             self._events.append(Language(r.language, round(r.language_probability, 3), req.offset,
-                                         script))
+                                         caption_script(r.language, self.zh_script)))
         return False
 
     def _slide_window(self, u: Run, at_least: int = 0) -> None:

@@ -21,7 +21,7 @@ from .wire import ZH_SCRIPTS, Word
 
 __all__ = ["NO_LINE_START", "ZH_SCRIPTS", "append_piece", "cer", "cer_tokens", "closes",
            "convert_words", "display_width", "finals_text", "glue_piece", "glued", "is_piece",
-           "is_unspaced", "join_texts", "join_units", "needs_space", "script_for", "split_units",
+           "is_unspaced", "join_texts", "join_units", "needs_space", "caption_script", "script_for", "split_units",
            "split_words", "tidy", "to_script", "whole_words", "wrap_units"]
 
 _OPENCC = {"simplified": "t2s", "traditional": "s2tw", "traditional_hk": "s2hk"}  # (wire.ZH_SCRIPTS)
@@ -306,6 +306,11 @@ def cjk_marks(words: Sequence[Word], before: str = "") -> list[Word]:
 
 
 # -- script ----------------------------------------------------------------------------
+def caption_script(language: str | None, zh_script: str | None) -> str | None:
+    """The script a ``language`` event names (wire.Language.script): Chinese's, else none."""
+    return script_for("zh", zh_script) if language == "zh" else None
+
+
 def script_for(language: str | None, zh_script: str | None) -> str:
     """The script a session's text is written in: ``zh_script`` if given, else simplified
     for Chinese and the model's own for every other language."""

@@ -13,6 +13,7 @@ counted in 16 kHz samples, and no clock is read.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Callable, Union
 
@@ -270,10 +271,15 @@ class VadSegmenter:
         for i, (frame, energy, verdict) in enumerate(frames[: -len(self._recent)]):
             speech = bool(self._heard(frame, energy, floor, verdict))
             recent.append((i, 2 if speech and self._tonal(frame) else int(speech)))
-            voiced = sum(k > 0 for _, k in recent)
-            if voiced >= self.opt.onset_frames and 2 * sum(k == 2 for _, k in recent) <= voiced:
+            if self._opens([k for _, k in recent]):
                 return next(j for j, k in recent if k)
         return None
+
+    def _opens(self, recent: Sequence[int]) -> bool:
+        """Whether the last frames (0 not speech, 1 speech, 2 speech but tonal) open an
+        utterance: enough speech among them, not mostly tonal."""
+        voiced = sum(k > 0 for k in recent)
+        return voiced >= self.opt.onset_frames and 2 * sum(k == 2 for k in recent) <= voiced
 
     def _tonal(self, frame: np.ndarray) -> bool:
         o = self.opt
@@ -288,8 +294,7 @@ class VadSegmenter:
         if not self.in_speech:
             self._pre.append(frame)
             self._recent.append(2 if tonal else int(speech))
-            voiced = sum(k > 0 for k in self._recent)
-            if voiced < self.opt.onset_frames or 2 * self._recent.count(2) > voiced:
+            if not self._opens(self._recent):
                 return []
             self.in_speech = True
             self._silent_run = 0
